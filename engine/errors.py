@@ -1,0 +1,274 @@
+"""The one error tree of PMW.
+
+Every error the runtime raises to a caller descends from :class:`PMWError` and carries a stable
+``code`` (a string that never changes meaning; scripts and other processes may rely on it) and the
+fields a caller needs to act on it. Lower-layer errors (SQLAlchemy, the DB driver, Cerbos,
+durable_rules) are mapped at the boundary with ``raise ... from exc``; they never leak through.
+
+::
+
+    PMWError                         code                     CLI exit
+    ├── InvalidInput                 invalid_input            3   (field, reason)
+    │   ├── PayloadTooLarge          payload_too_large        3   (field, size, limit)
+    │   └── TargetUnresolved         target_unresolved        3   (target)
+    ├── NotFound                     not_found                4   (kind, id)
+    ├── ConflictError                                         5
+    │   ├── VersionConflict          version_conflict         5   (kind, id, expected, current)
+    │   ├── AlreadyExists            already_exists           5   (kind, id)
+    │   ├── OperationConflict        operation_conflict       5   (op_id, command)
+    │   ├── TerminalOwned            terminal_owned           5   (term_key, owner_agent)
+    │   └── LeaseHeld                lease_held               5   (wake_id, lease_owner, lease_until_us)
+    ├── IllegalTransition            illegal_transition       6   (kind, id, status, action)
+    ├── NotPermitted                 not_permitted            6   (actor, action, kind, id, reason)
+    ├── ArtifactCorrupted            artifact_corrupted       7   (artifact_id, version, expected, actual)
+    └── StoreUnavailable             store_unavailable        8   (reason)
+
+A conflict is answered with the current version: re-read, recompute, and only then write again
+(never resend the same request with the expected version patched).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class PMWError(Exception):
+    """Base of every PMW error. ``code`` is stable; ``details()`` is the machine-readable payload."""
+
+    code: ClassVar[str] = "pmw_error"
+    exit_code: ClassVar[int] = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def details(self) -> dict[str, Any]:
+        """Fields a caller needs, JSON-serialisable (the CLI prints them with ``--json``)."""
+        return {}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, **self.details()}
+
+
+class InvalidInput(PMWError):
+    """A request failed validation at the boundary; nothing was written."""
+
+    code = "invalid_input"
+    exit_code = 3
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"invalid input for {field!r}: {reason}")
+        self.field = field
+        self.reason = reason
+
+    def details(self) -> dict[str, Any]:
+        return {"field": self.field, "reason": self.reason}
+
+
+class PayloadTooLarge(InvalidInput):
+    """A payload or content field exceeds its size limit (bytes of canonical JSON / UTF-8)."""
+
+    code = "payload_too_large"
+
+    def __init__(self, field: str, size: int, limit: int) -> None:
+        super().__init__(field, f"{size} bytes exceeds the limit of {limit} bytes")
+        self.size = size
+        self.limit = limit
+
+    def details(self) -> dict[str, Any]:
+        return {**super().details(), "size": self.size, "limit": self.limit}
+
+
+class TargetUnresolved(InvalidInput):
+    """An explicit target (agent_id, term_key or session_id) matched nothing usable."""
+
+    code = "target_unresolved"
+
+    def __init__(self, target: str, reason: str) -> None:
+        super().__init__("target", f"{target!r}: {reason}")
+        self.target = target
+
+    def details(self) -> dict[str, Any]:
+        return {**super().details(), "target": self.target}
+
+
+class NotFound(PMWError):
+    """The named object does not exist."""
+
+    code = "not_found"
+    exit_code = 4
+
+    def __init__(self, kind: str, id: str) -> None:  # noqa: A002 - the domain's word
+        super().__init__(f"{kind} {id!r} not found")
+        self.kind = kind
+        self.id = id
+
+    def details(self) -> dict[str, Any]:
+        return {"kind": self.kind, "id": self.id}
+
+
+class ConflictError(PMWError):
+    """Base of errors where the world moved on or already holds something else."""
+
+    code = "conflict"
+    exit_code = 5
+
+
+class VersionConflict(ConflictError):
+    """Compare-and-set failed: ``current`` is the version now stored. Re-read and recompute."""
+
+    code = "version_conflict"
+
+    def __init__(self, kind: str, id: str, expected: int, current: int) -> None:  # noqa: A002
+        super().__init__(f"{kind} {id!r}: expected version {expected}, current version is {current}")
+        self.kind = kind
+        self.id = id
+        self.expected = expected
+        self.current = current
+
+    def details(self) -> dict[str, Any]:
+        return {"kind": self.kind, "id": self.id, "expected": self.expected, "current": self.current}
+
+
+class AlreadyExists(ConflictError):
+    """An object with this identity already exists."""
+
+    code = "already_exists"
+
+    def __init__(self, kind: str, id: str) -> None:  # noqa: A002
+        super().__init__(f"{kind} {id!r} already exists")
+        self.kind = kind
+        self.id = id
+
+    def details(self) -> dict[str, Any]:
+        return {"kind": self.kind, "id": self.id}
+
+
+class OperationConflict(ConflictError):
+    """The operation id was already used for a different request."""
+
+    code = "operation_conflict"
+
+    def __init__(self, op_id: str, command: str) -> None:
+        super().__init__(f"operation id {op_id!r} was already used for a different {command} request")
+        self.op_id = op_id
+        self.command = command
+
+    def details(self) -> dict[str, Any]:
+        return {"op_id": self.op_id, "command": self.command}
+
+
+class TerminalOwned(ConflictError):
+    """Another agent is already active on this exclusive terminal context."""
+
+    code = "terminal_owned"
+
+    def __init__(self, term_key: str, owner_agent: str) -> None:
+        super().__init__(f"terminal {term_key!r} already has an active agent: {owner_agent!r}")
+        self.term_key = term_key
+        self.owner_agent = owner_agent
+
+    def details(self) -> dict[str, Any]:
+        return {"term_key": self.term_key, "owner_agent": self.owner_agent}
+
+
+class LeaseHeld(ConflictError):
+    """The wake is leased to another worker (or the caller's lease expired and was taken)."""
+
+    code = "lease_held"
+
+    def __init__(self, wake_id: str, lease_owner: str | None, lease_until_us: int | None) -> None:
+        super().__init__(f"wake {wake_id!r} is leased to {lease_owner!r}")
+        self.wake_id = wake_id
+        self.lease_owner = lease_owner
+        self.lease_until_us = lease_until_us
+
+    def details(self) -> dict[str, Any]:
+        return {"wake_id": self.wake_id, "lease_owner": self.lease_owner, "lease_until_us": self.lease_until_us}
+
+
+class IllegalTransition(PMWError):
+    """A lifecycle transition that the object's state machine does not allow."""
+
+    code = "illegal_transition"
+    exit_code = 6
+
+    def __init__(self, kind: str, id: str, status: str, action: str) -> None:  # noqa: A002
+        super().__init__(f"{kind} {id!r} in status {status!r} does not allow {action!r}")
+        self.kind = kind
+        self.id = id
+        self.status = status
+        self.action = action
+
+    def details(self) -> dict[str, Any]:
+        return {"kind": self.kind, "id": self.id, "status": self.status, "action": self.action}
+
+
+class NotPermitted(PMWError):
+    """The actor may not do this (ownership, scope or, once policy is wired, a PDP deny)."""
+
+    code = "not_permitted"
+    exit_code = 6
+
+    def __init__(self, actor: str, action: str, kind: str, id: str, reason: str) -> None:  # noqa: A002
+        super().__init__(f"{actor!r} may not {action} {kind} {id!r}: {reason}")
+        self.actor = actor
+        self.action = action
+        self.kind = kind
+        self.id = id
+        self.reason = reason
+
+    def details(self) -> dict[str, Any]:
+        return {"actor": self.actor, "action": self.action, "kind": self.kind, "id": self.id,
+                "reason": self.reason}
+
+
+class ArtifactCorrupted(PMWError):
+    """Artifact content on disk does not match the checksum in the registry."""
+
+    code = "artifact_corrupted"
+    exit_code = 7
+
+    def __init__(self, artifact_id: str, version: int, expected: str, actual: str) -> None:
+        super().__init__(f"artifact {artifact_id!r} v{version}: checksum {actual} != registered {expected}")
+        self.artifact_id = artifact_id
+        self.version = version
+        self.expected = expected
+        self.actual = actual
+
+    def details(self) -> dict[str, Any]:
+        return {"artifact_id": self.artifact_id, "version": self.version, "expected": self.expected,
+                "actual": self.actual}
+
+
+class StoreUnavailable(PMWError):
+    """The database could not be reached or refused the operation; nothing was committed."""
+
+    code = "store_unavailable"
+    exit_code = 8
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"store unavailable: {reason}")
+        self.reason = reason
+
+    def details(self) -> dict[str, Any]:
+        return {"reason": self.reason}
+
+
+__all__ = [
+    "AlreadyExists",
+    "ArtifactCorrupted",
+    "ConflictError",
+    "IllegalTransition",
+    "InvalidInput",
+    "LeaseHeld",
+    "NotFound",
+    "NotPermitted",
+    "OperationConflict",
+    "PMWError",
+    "PayloadTooLarge",
+    "StoreUnavailable",
+    "TargetUnresolved",
+    "TerminalOwned",
+    "VersionConflict",
+]

@@ -1,0 +1,52 @@
+"""Decision receipts: every wake ends in exactly one, silence included as a typed outcome."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import Field
+
+from engine.models.common import Id, Model, Payload, Refs, TimeUs
+
+
+class Decision(StrEnum):
+    NO_ACTION = "no_action"
+    ACT = "act"
+    SHARE = "share"
+    JOIN = "join"
+    HANDOFF = "handoff"
+    REQUEST = "request"
+    VERIFY = "verify"
+
+
+class Outcome(StrEnum):
+    ACTED = "acted"
+    NO_ACTION = "no_action"
+    DENIED = "denied"
+    CONFLICT = "conflict"
+    SUPPRESSED = "suppressed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class Receipt(Model):
+    receipt_id: Id
+    wake_id: Id | None = None
+    agent_id: Id
+    task_id: Id | None = None
+    decision: Decision
+    outcome: Outcome
+    reason: str | None = Field(default=None, max_length=4000)
+    observed_state_version: int | None = None
+    topology_version: int | None = None
+    base_state_version: int | None = None
+    resulting_state_version: int | None = None
+    action_refs: Refs = Field(default_factory=list)
+    artifact_refs: Refs = Field(default_factory=list)
+    next_wake: Id | None = None
+    policy_epoch: str | None = None
+    payload: Payload = Field(default_factory=dict)
+    created_at_us: TimeUs
+
+
+__all__ = ["Decision", "Outcome", "Receipt"]

@@ -1,0 +1,45 @@
+"""The World facade: the seed's API (``register_agent`` ... ``project_world``) and what lifecycles need.
+
+Every write goes through :meth:`WorldCore._write` and the store's gateway; reads go through the store's
+reader. Time and ids come from the injected clock and id source.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.sources import Clock, IdSource
+from engine.world.artifacts import ArtifactCalls
+from engine.world.channels import ChannelCalls
+from engine.world.core import Cause, WorldCore
+from engine.world.handoffs import HandoffCalls
+from engine.world.memory import MemoryCalls
+from engine.world.projection import ProjectionCalls, WorldView
+from engine.world.rooms import RoomCalls
+from engine.world.snapshots import SnapshotCalls, SnapshotRef
+from engine.world.state import EventRef, StateCalls
+from engine.world.tasks import TaskCalls
+from engine.world.topology import TopologyCalls
+from engine.world.wakes import WakeCalls
+from store import DatabaseOptions, Store
+
+
+class World(ChannelCalls, StateCalls, TaskCalls, ArtifactCalls, MemoryCalls, WakeCalls, HandoffCalls,
+            TopologyCalls, RoomCalls, ProjectionCalls, SnapshotCalls, WorldCore):
+    """One persistent shared world over one store."""
+
+    @classmethod
+    def open(cls, url: str, *, artifact_dir: Path | None = None, clock: Clock | None = None,
+             ids: IdSource | None = None, options: DatabaseOptions | None = None, init: bool = True) -> World:
+        """Open (and by default migrate) the world at ``url``."""
+        store = Store(url, options)
+        world = cls(store, clock=clock, ids=ids, artifact_dir=artifact_dir)
+        if init:
+            store.init(world.clock.now_us())
+        return world
+
+    def close(self) -> None:
+        self.store.close()
+
+
+__all__ = ["Cause", "EventRef", "SnapshotRef", "World", "WorldView"]

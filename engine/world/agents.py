@@ -1,0 +1,212 @@
+"""Identity and presence: register, activate, detach and unregister, always by explicit target."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from engine.errors import AlreadyExists, InvalidInput, TargetUnresolved, TerminalOwned
+from engine.models.agents import SESSION_LIFECYCLE, Agent, Presence, Registration, Session, Target
+from engine.models.common import Id, Model, Name, Payload
+from engine.validation import build, check_id, parse_enum
+from engine.world.core import Cause, Plan, WorldCore
+from store import Change, Insert, Update
+
+
+class RegisterAgent(Model):
+    agent_id: Id
+    display_name: Name
+    role_id: Id
+    term_key: Id
+    session_id: Id | None = None
+    model_hint: str | None = Field(default=None, max_length=200)
+    platform: Id | None = None
+    capability_profile: Payload = Field(default_factory=dict)
+    permission_profile: Payload = Field(default_factory=dict)
+
+
+class SessionChange(Model):
+    target: Target
+    action: str
+
+
+def presence_of(sessions: list[dict[str, Any]]) -> Presence:
+    """An agent's presence is the strongest presence among its sessions."""
+    statuses = {s["status"] for s in sessions}
+    for p in (Presence.ACTIVE, Presence.ATTACHED):
+        if p.value in statuses:
+            return p
+    return Presence.OFFLINE
+
+
+class AgentCalls(WorldCore):
+    def register_agent(self, agent_id: str, display_name: str, role_id: str, term_key: str, *,
+                       session_id: str | None = None, model_hint: str | None = None,
+                       platform: str | None = None, capability_profile: dict[str, Any] | None = None,
+                       permission_profile: dict[str, Any] | None = None, actor: str | None = None,
+                       op_id: str | None = None, cause: Cause | None = None) -> Registration:
+        """Create the agent if new (else recover it) and attach a new session on ``term_key``.
+
+        The new session is ``attached``; :meth:`activate_session` claims the terminal's active role.
+        """
+        req = build(RegisterAgent, agent_id=agent_id, display_name=display_name, role_id=role_id,
+                    term_key=term_key, session_id=session_id, model_hint=model_hint, platform=platform,
+                    capability_profile=capability_profile or {}, permission_profile=permission_profile or {})
+        return self._write("register_agent", actor or req.agent_id, req, lambda now: self._plan_register(req, now),
+                           Registration, op_id=op_id, cause=cause)
+
+    def _plan_register(self, req: RegisterAgent, now: int) -> Plan:
+        sid = req.session_id or self.ids.new("ses")
+        session = Session(session_id=sid, agent_id=req.agent_id, term_key=req.term_key,
+                          status=Presence.ATTACHED, model_hint=req.model_hint, started_at_us=now,
+                          updated_at_us=now, version=1)
+        existing = self.store.read.get("agents", agent_id=req.agent_id)
+        fields = {"display_name": req.display_name, "role_id": req.role_id, "model_hint": req.model_hint,
+                  "platform": req.platform, "capability_profile": req.capability_profile,
+                  "permission_profile": req.permission_profile}
+        changes: list[Change]
+        if existing is None:
+            agent = Agent(agent_id=req.agent_id, status=Presence.ATTACHED, last_seen_us=now,
+                          created_at_us=now, version=1, **fields)
+            changes = [Insert("agents", agent.model_dump(mode="json"), "agent", req.agent_id)]
+            event = "agent.registered"
+        else:
+            status = Presence.ACTIVE if existing["status"] == "active" else Presence.ATTACHED
+            agent = Agent.model_validate({**existing, **fields, "status": status, "last_seen_us": now,
+                                          "version": existing["version"] + 1})
+            changes = [Update("agents", {"agent_id": req.agent_id}, existing["version"],
+                              {**fields, "status": status.value, "last_seen_us": now}, "agent", req.agent_id)]
+            event = "agent.recovered"
+        changes.append(Insert("sessions", session.model_dump(mode="json"), "session", sid))
+        return Plan(event, "agent", req.agent_id, Registration(agent=agent, session=session), changes,
+                    payload={"session_id": sid, "term_key": req.term_key},
+                    resulting_version=agent.version)
+
+    def resolve_target(self, target: Target | str) -> list[Session]:
+        """Sessions named by an explicit target: an agent's sessions, a terminal's live sessions, or one
+        session. Raises :class:`TargetUnresolved` when it names nothing."""
+        t = self._target(target)
+        if t.session_id is not None:
+            rows = self.store.read.rows("sessions", {"session_id": t.session_id})
+        elif t.term_key is not None:
+            rows = self.store.read.rows("sessions", {"term_key": t.term_key,
+                                                     "status": ["active", "attached"]})
+        else:
+            if self.store.read.get("agents", agent_id=t.agent_id) is None:
+                raise TargetUnresolved(str(t), "no such agent")
+            rows = self.store.read.rows("sessions", {"agent_id": t.agent_id})
+        if not rows and t.agent_id is None:
+            raise TargetUnresolved(str(t), "no live session matches")
+        return [Session.model_validate(r) for r in rows]
+
+    def activate_session(self, target: Target | str, *, actor: str | None = None, op_id: str | None = None,
+                         cause: Cause | None = None) -> Session:
+        """Make one session the active owner of its terminal (at most one active agent per terminal)."""
+        return self._session_transition(target, "activate", actor, op_id, cause)
+
+    def relinquish_session(self, target: Target | str, *, actor: str | None = None, op_id: str | None = None,
+                           cause: Cause | None = None) -> Session:
+        """Give up active ownership; the session stays attached."""
+        return self._session_transition(target, "relinquish", actor, op_id, cause)
+
+    def detach_session(self, target: Target | str, *, actor: str | None = None, op_id: str | None = None,
+                       cause: Cause | None = None) -> Session:
+        """Mark one session offline. Nothing durable is deleted."""
+        return self._session_transition(target, "detach", actor, op_id, cause)
+
+    def _session_transition(self, target: Target | str, action: str, actor: str | None,
+                            op_id: str | None, cause: Cause | None) -> Session:
+        t = self._target(target)
+        sessions = self.resolve_target(t)
+        if len(sessions) != 1:
+            raise TargetUnresolved(str(t), f"names {len(sessions)} sessions; {action} needs exactly one")
+        s = sessions[0]
+        req = SessionChange(target=t, action=action)
+        try:
+            return self._write(f"session.{action}", actor or s.agent_id, req,
+                               lambda now: self._plan_session(s.session_id, action, now), Session,
+                               op_id=op_id, cause=cause)
+        except AlreadyExists as exc:  # the partial unique index on active terminals
+            owner = self.store.read.rows("sessions", {"term_key": s.term_key, "status": "active"})
+            raise TerminalOwned(s.term_key, owner[0]["agent_id"] if owner else "?") from exc
+
+    def _plan_session(self, session_id: str, action: str, now: int) -> Plan:
+        s = Session.model_validate(self._row("sessions", "session", session_id, session_id=session_id))
+        status = SESSION_LIFECYCLE.target(session_id, s.status.value, action)
+        if action == "activate":
+            owner = self.store.read.rows("sessions", {"term_key": s.term_key, "status": "active"})
+            if owner and owner[0]["session_id"] != session_id:
+                raise TerminalOwned(s.term_key, owner[0]["agent_id"])
+        new = s.model_copy(update={"status": Presence(status), "updated_at_us": now, "version": s.version + 1})
+        changes: list[Change] = [Update("sessions", {"session_id": session_id}, s.version,
+                                        {"status": status, "updated_at_us": now}, "session", session_id)]
+        changes.append(self._agent_presence_change(s.agent_id, {session_id: status}, now))
+        return Plan(f"session.{action}", "session", session_id, new, changes,
+                    payload={"agent_id": s.agent_id, "term_key": s.term_key, "status": status},
+                    base_version=s.version, resulting_version=new.version)
+
+    def _agent_presence_change(self, agent_id: str, overrides: dict[str, str], now: int) -> Update:
+        agent = self._row("agents", "agent", agent_id, agent_id=agent_id)
+        sessions = [{**r, "status": overrides.get(r["session_id"], r["status"])}
+                    for r in self.store.read.rows("sessions", {"agent_id": agent_id})]
+        return Update("agents", {"agent_id": agent_id}, agent["version"],
+                      {"status": presence_of(sessions).value, "last_seen_us": now}, "agent", agent_id)
+
+    def unregister_agent(self, target: Target | str, *, actor: str | None = None, op_id: str | None = None,
+                         cause: Cause | None = None) -> list[Session]:
+        """Mark every session the target names offline (and its agents' presence). Identity, tasks,
+        messages and memory stay."""
+        t = self._target(target)
+        sessions = self.resolve_target(t)
+        who = actor or (sessions[0].agent_id if sessions else t.agent_id)
+        if who is None:
+            raise TargetUnresolved(str(t), "names no agent")
+        req = SessionChange(target=t, action="unregister")
+        result = self._write("unregister_agent", who, req,
+                             lambda now: self._plan_unregister(t, sessions, now), _SessionList,
+                             op_id=op_id, cause=cause)
+        return result.sessions
+
+    def _plan_unregister(self, t: Target, sessions: list[Session], now: int) -> Plan:
+        changes: list[Change] = []
+        out: list[Session] = []
+        for s in sessions:
+            if s.status is not Presence.OFFLINE:
+                changes.append(Update("sessions", {"session_id": s.session_id}, s.version,
+                                      {"status": "offline", "updated_at_us": now}, "session", s.session_id))
+                out.append(s.model_copy(update={"status": Presence.OFFLINE, "updated_at_us": now,
+                                                "version": s.version + 1}))
+        agent_ids = sorted({s.agent_id for s in sessions} | ({t.agent_id} if t.agent_id else set()))
+        offline = {s.session_id: "offline" for s in sessions}
+        changes += [self._agent_presence_change(a, offline, now) for a in agent_ids]
+        return Plan("agent.unregistered", "target", str(t), _SessionList(sessions=out), changes,
+                    payload={"agents": agent_ids, "sessions": [s.session_id for s in sessions]})
+
+    def get_agent(self, agent_id: str) -> Agent:
+        check_id("agent_id", agent_id)
+        return self._load(Agent, "agents", "agent", agent_id, agent_id=agent_id)
+
+    def list_agents(self, *, status: str | None = None, role_id: str | None = None) -> list[Agent]:
+        where: dict[str, Any] = {}
+        if status is not None:
+            where["status"] = parse_enum("status", Presence, status).value
+        if role_id is not None:
+            where["role_id"] = check_id("role_id", role_id)
+        return [Agent.model_validate(r) for r in self.store.read.rows("agents", where)]
+
+    @staticmethod
+    def _target(target: Target | str) -> Target:
+        if isinstance(target, Target):
+            return target
+        try:
+            return Target.parse(target)
+        except ValueError as exc:
+            raise InvalidInput("target", str(exc)) from exc
+
+
+class _SessionList(Model):
+    sessions: list[Session]
+
+
+__all__ = ["AgentCalls", "presence_of"]

@@ -1,0 +1,148 @@
+"""Channel messages: durable communication that never creates ownership.
+
+A message goes to one agent, to ``any`` (first claim wins), to a role or platform pool (first claim by a
+matching agent wins) or to ``all`` active agents except the sender (one delivery each). Unread listing
+takes an explicit target; a named receiver must be among the target's live identities.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from engine.errors import NotPermitted, TargetUnresolved
+from engine.models.agents import Agent, Target
+from engine.models.channels import DELIVERY_LIFECYCLE, Delivery, DeliveryStatus, Inbox, Message, RecipientKind
+from engine.models.common import Id, Model, Payload, Text
+from engine.validation import build, check_id
+from engine.world.agents import AgentCalls
+from engine.world.core import Cause, Plan
+from store import Change, Insert
+
+MAX_FANOUT = 10_000
+
+
+class SendMessage(Model):
+    channel: Id
+    recipient_kind: RecipientKind
+    recipient: Id | None = None
+    body: Text
+    payload: Payload = Field(default_factory=dict)
+    correlation_id: Id | None = None
+    reply_to: Id | None = None
+
+    @model_validator(mode="after")
+    def _recipient_fits_kind(self) -> SendMessage:
+        needs = self.recipient_kind in (RecipientKind.AGENT, RecipientKind.ROLE, RecipientKind.PLATFORM)
+        if needs != (self.recipient is not None):
+            raise ValueError(f"recipient_kind {self.recipient_kind.value!r} "
+                             + ("needs a recipient" if needs else "takes no recipient"))
+        return self
+
+
+class DeliveryAction(Model):
+    delivery_id: Id
+    action: str
+
+
+class Sent(Model):
+    message: Message
+    deliveries: list[Delivery]
+
+
+class ChannelCalls(AgentCalls):
+    def send_message(self, actor: str, channel: str, recipient_kind: str, body: str, *,
+                     recipient: str | None = None, payload: dict[str, Any] | None = None,
+                     correlation_id: str | None = None, reply_to: str | None = None, op_id: str | None = None,
+                     cause: Cause | None = None) -> Sent:
+        req = build(SendMessage, channel=channel, recipient_kind=recipient_kind, recipient=recipient, body=body,
+                    payload=payload or {}, correlation_id=correlation_id, reply_to=reply_to)
+        return self._write("send_message", actor, req, lambda now: self._plan_send(actor, req, now), Sent,
+                           op_id=op_id, cause=cause)
+
+    def _plan_send(self, actor: str, req: SendMessage, now: int) -> Plan:
+        mid = self.ids.new("msg")
+        msg = Message(message_id=mid, sender=actor, created_at_us=now, **req.model_dump())
+        if req.recipient_kind is RecipientKind.AGENT:
+            self._row("agents", "agent", req.recipient or "", agent_id=req.recipient)
+            slots: list[str | None] = [req.recipient]
+        elif req.recipient_kind is RecipientKind.ALL:
+            slots = [a["agent_id"] for a in self.store.read.rows("agents", {"status": "active"}, limit=MAX_FANOUT)
+                     if a["agent_id"] != actor]
+        else:
+            slots = [req.recipient]
+        deliveries = [Delivery(delivery_id=self.ids.new("dlv"), message_id=mid, recipient_kind=req.recipient_kind,
+                               recipient=r, status=DeliveryStatus.UNREAD, updated_at_us=now, version=1)
+                      for r in slots]
+        changes: list[Change] = [Insert("messages", msg.model_dump(mode="json"), "message", mid)]
+        changes += [Insert("deliveries", d.model_dump(mode="json"), "delivery", d.delivery_id) for d in deliveries]
+        return Plan("message.posted", "message", mid, Sent(message=msg, deliveries=deliveries), changes,
+                    payload={"channel": req.channel, "recipient_kind": req.recipient_kind.value,
+                             "deliveries": len(deliveries)})
+
+    def unread(self, target: Target | str, *, receiver: str | None = None, limit: int = 100) -> list[Inbox]:
+        """Messages waiting for the live identities the explicit ``target`` names (or for ``receiver``,
+        which must be one of them)."""
+        agents = self._live_agents(target)
+        if receiver is not None:
+            check_id("receiver", receiver)
+            agents = [a for a in agents if a.agent_id == receiver]
+            if not agents:
+                raise TargetUnresolved(str(target), f"receiver {receiver!r} is not a live identity of it")
+        rows = self.store.read.inbox([a.agent_id for a in agents], sorted({a.role_id for a in agents}),
+                                     sorted({a.platform for a in agents if a.platform}), limit)
+        out = []
+        for d in rows:
+            m = self._row("messages", "message", d["message_id"], message_id=d["message_id"])
+            if d["recipient_kind"] in ("any", "role", "platform") and m["sender"] in {a.agent_id for a in agents}:
+                continue  # a pool message is not for its own sender
+            out.append(Inbox(message=Message.model_validate(m), delivery=Delivery.model_validate(d)))
+        return out
+
+    def _live_agents(self, target: Target | str) -> list[Agent]:
+        sessions = self.resolve_target(target)
+        ids = sorted({s.agent_id for s in sessions if s.status.value in ("active", "attached")})
+        if not ids:
+            raise TargetUnresolved(str(target), "no active or attached identity")
+        return [self.get_agent(a) for a in ids]
+
+    def claim_message(self, actor: str, delivery_id: str, *, op_id: str | None = None,
+                      cause: Cause | None = None) -> Delivery:
+        """Take a delivery. For ``any`` and pools the first claim wins; others get a conflict."""
+        return self._delivery_action("claim", actor, delivery_id, op_id, cause)
+
+    def ack_message(self, actor: str, delivery_id: str, *, op_id: str | None = None,
+                    cause: Cause | None = None) -> Delivery:
+        return self._delivery_action("ack", actor, delivery_id, op_id, cause)
+
+    def _delivery_action(self, action: str, actor: str, delivery_id: str, op_id: str | None,
+                         cause: Cause | None) -> Delivery:
+        req = build(DeliveryAction, delivery_id=delivery_id, action=action)
+
+        def check(d: Delivery) -> None:
+            agent = self.get_agent(actor)
+            if action == "ack" and d.claimed_by != actor:
+                raise NotPermitted(actor, "ack", "delivery", delivery_id, f"claimed by {d.claimed_by}")
+            if not _addressed_to(d, agent):
+                raise NotPermitted(actor, action, "delivery", delivery_id, "not addressed to this agent")
+            if agent.status.value == "offline":
+                raise NotPermitted(actor, action, "delivery", delivery_id, "agent is offline")
+
+        def plan(now: int) -> Plan:
+            values = {"claimed_by": actor} if action == "claim" else {}
+            p, _ = self._transition(Delivery, "deliveries", "delivery", delivery_id, DELIVERY_LIFECYCLE, action,
+                                    now, values=values, check=check, event_type=f"message.{action}ed")
+            return p
+        return self._write(f"{action}_message", actor, req, plan, Delivery, op_id=op_id, cause=cause)
+
+
+def _addressed_to(d: Delivery, agent: Agent) -> bool:
+    kind = d.recipient_kind
+    if kind in (RecipientKind.AGENT, RecipientKind.ALL):
+        return d.recipient == agent.agent_id
+    if kind is RecipientKind.ROLE:
+        return d.recipient == agent.role_id
+    if kind is RecipientKind.PLATFORM:
+        return d.recipient == agent.platform
+    return True

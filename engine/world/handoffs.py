@@ -1,0 +1,124 @@
+"""Handoffs: the source hands a task to a target with pointers and a delta, never the transcript.
+
+PENDING -> ACCEPTED -> COMPLETED, or PENDING -> REJECTED. Accepting moves the task itself to the target
+in the same transaction (the task id stays; the task outlives its executor).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from engine.errors import NotPermitted
+from engine.models.common import Id, Model, Payload, Refs, Text
+from engine.models.handoffs import HANDOFF_LIFECYCLE, Handoff, HandoffStatus
+from engine.models.tasks import TASK_LIFECYCLE, Task
+from engine.validation import build, check_id, parse_enum
+from engine.world.core import Cause, Plan, WorldCore
+from store import Insert, Update
+
+
+class CreateHandoff(Model):
+    target_agent: Id
+    task_id: Id
+    goal: Text
+    current_state_ref: str | None = Field(default=None, max_length=256)
+    evidence_refs: Refs = Field(default_factory=list)
+    artifact_refs: Refs = Field(default_factory=list)
+    constraints: Payload = Field(default_factory=dict)
+    authority_scope: Payload = Field(default_factory=dict)
+    expected_output: str | None = Field(default=None, max_length=4000)
+    return_route: Id | None = None
+
+
+class HandoffAction(Model):
+    handoff_id: Id
+    action: str
+    result: Payload | None = None
+    reason: str | None = Field(default=None, max_length=4000)
+
+
+class HandoffCalls(WorldCore):
+    def create_handoff(self, actor: str, target_agent: str, task_id: str, goal: str, **packet: Any) -> Handoff:
+        """Offer ``task_id`` to ``target_agent``. The source (``actor``) must hold the task (its assignee,
+        or its owner while nobody holds it). ``packet``: current_state_ref, evidence_refs, artifact_refs,
+        constraints, authority_scope, expected_output, return_route; plus ``op_id`` and ``cause``."""
+        op_id, cause = packet.pop("op_id", None), packet.pop("cause", None)
+        req = build(CreateHandoff, target_agent=target_agent, task_id=task_id, goal=goal, **packet)
+        return self._write("create_handoff", actor, req, lambda now: self._plan_create(actor, req, now),
+                           Handoff, op_id=op_id, cause=cause)
+
+    def _plan_create(self, actor: str, req: CreateHandoff, now: int) -> Plan:
+        task = self._load(Task, "tasks", "task", req.task_id, task_id=req.task_id)
+        holder = task.assignee or task.owner_agent
+        if holder != actor:
+            raise NotPermitted(actor, "hand off", "task", task.task_id, f"held by {holder}")
+        if not TASK_LIFECYCLE.allows(task.status.value, "transfer"):
+            raise NotPermitted(actor, "hand off", "task", task.task_id, f"task is {task.status.value}")
+        self._row("agents", "agent", req.target_agent, agent_id=req.target_agent)
+        hid = self.ids.new("hnd")
+        handoff = Handoff(handoff_id=hid, source_agent=actor, status=HandoffStatus.PENDING, created_at_us=now,
+                          updated_at_us=now, version=1, **req.model_dump())
+        refs = [("artifact", a, "handoff", hid, "carries") for a in req.artifact_refs]
+        refs += [("ref", e, "handoff", hid, "evidence") for e in req.evidence_refs]
+        return Plan("handoff.created", "handoff", hid, handoff,
+                    [Insert("handoffs", handoff.model_dump(mode="json"), "handoff", hid)],
+                    payload={"task_id": req.task_id, "target_agent": req.target_agent},
+                    provenance=[("task", req.task_id, "handoff", hid, "handed_off"), *refs], resulting_version=1)
+
+    def accept_handoff(self, actor: str, handoff_id: str, *, op_id: str | None = None,
+                       cause: Cause | None = None) -> Handoff:
+        """The target accepts: the handoff is ACCEPTED and the task is now claimed by the target."""
+        def plan(now: int) -> Plan:
+            h = self._load(Handoff, "handoffs", "handoff", handoff_id, handoff_id=handoff_id)
+            task = self._load(Task, "tasks", "task", h.task_id, task_id=h.task_id)
+            TASK_LIFECYCLE.target(task.task_id, task.status.value, "transfer")
+            move = Update("tasks", {"task_id": task.task_id}, task.version,
+                          {"status": "claimed", "assignee": actor, "updated_at_us": now}, "task", task.task_id)
+            return self._handoff_plan(h, actor, "accept", now, extra=[move])
+        return self._handoff_write("accept", actor, handoff_id, plan, op_id, cause)
+
+    def complete_handoff(self, actor: str, handoff_id: str, result: dict[str, Any] | None = None, *,
+                         op_id: str | None = None, cause: Cause | None = None) -> Handoff:
+        """The target reports the expected output back (to ``return_route``)."""
+        def plan(now: int) -> Plan:
+            h = self._load(Handoff, "handoffs", "handoff", handoff_id, handoff_id=handoff_id)
+            return self._handoff_plan(h, actor, "complete", now, values={"result": result or {}})
+        return self._handoff_write("complete", actor, handoff_id, plan, op_id, cause, result=result or {})
+
+    def reject_handoff(self, actor: str, handoff_id: str, reason: str, *, op_id: str | None = None,
+                       cause: Cause | None = None) -> Handoff:
+        """The target declines; the task stays with the source."""
+        def plan(now: int) -> Plan:
+            h = self._load(Handoff, "handoffs", "handoff", handoff_id, handoff_id=handoff_id)
+            return self._handoff_plan(h, actor, "reject", now, values={"reason": reason})
+        return self._handoff_write("reject", actor, handoff_id, plan, op_id, cause, reason=reason)
+
+    def _handoff_write(self, action: str, actor: str, handoff_id: str, plan: Any, op_id: str | None,
+                       cause: Cause | None, **fields: Any) -> Handoff:
+        req = build(HandoffAction, handoff_id=handoff_id, action=action, **fields)
+        return self._write(f"{action}_handoff", actor, req, plan, Handoff, op_id=op_id, cause=cause)
+
+    def _handoff_plan(self, h: Handoff, actor: str, action: str, now: int, *,
+                      values: dict[str, Any] | None = None, extra: list[Update] | None = None) -> Plan:
+        def check(x: Handoff) -> None:
+            if x.target_agent != actor:
+                raise NotPermitted(actor, action, "handoff", x.handoff_id, f"addressed to {x.target_agent}")
+        plan, _ = self._transition(Handoff, "handoffs", "handoff", h.handoff_id, HANDOFF_LIFECYCLE, action, now,
+                                   values=values, check=check, extra=extra or (),
+                                   payload={"task_id": h.task_id, "source_agent": h.source_agent})
+        return plan
+
+    def get_handoff(self, handoff_id: str) -> Handoff:
+        check_id("handoff_id", handoff_id)
+        return self._load(Handoff, "handoffs", "handoff", handoff_id, handoff_id=handoff_id)
+
+    def list_handoffs(self, *, status: str | None = None, target_agent: str | None = None,
+                      limit: int = 1000) -> list[Handoff]:
+        where: dict[str, Any] = {}
+        if status is not None:
+            where["status"] = parse_enum("status", HandoffStatus, status).value
+        if target_agent is not None:
+            where["target_agent"] = check_id("target_agent", target_agent)
+        return [Handoff.model_validate(r) for r in self.store.read.rows("handoffs", where, limit=limit)]

@@ -1,0 +1,209 @@
+"""Scoped memory: private, room and shared, with a reviewed path to "shared" (shared is not true).
+
+A private inference never becomes a shared fact without review: ``store_memory`` writes private or room
+memory only; ``propose_memory`` makes it a candidate; a reviewer other than the owner promotes it.
+Revoking a source revokes what was derived from it (through provenance ``derived_from`` edges).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from engine.errors import InvalidInput, NotPermitted
+from engine.models.common import Confidence, Id, Model, Payload, Refs, Text, TimeUs
+from engine.models.memory import MEMORY_LIFECYCLE, EpistemicType, Memory, MemoryScope, MemoryStatus
+from engine.validation import build, check_id
+from engine.world.core import Cause, Plan, WorldCore
+from store import Change, Insert, Update
+
+MAX_REVOKE_CASCADE = 1000
+
+
+class StoreMemory(Model):
+    content: Text
+    epistemic_type: EpistemicType
+    scope: MemoryScope = MemoryScope.PRIVATE
+    room_id: Id | None = None
+    confidence: Confidence = 0.5
+    source_refs: Refs = Field(default_factory=list)
+    permission_scope: Payload = Field(default_factory=dict)
+    valid_to_us: TimeUs | None = None
+    ttl_seconds: int | None = Field(default=None, ge=1, le=10 * 365 * 86400)
+    memory_id: Id | None = None
+
+
+class MemoryAction(Model):
+    memory_id: Id
+    action: str
+    other: Id | None = None
+    expected_version: int | None = Field(default=None, ge=1)
+    reason: str | None = Field(default=None, max_length=4000)
+
+
+class MemoryCalls(WorldCore):
+    def store_memory(self, actor: str, content: str, epistemic_type: str, *, scope: str = "private",
+                     room_id: str | None = None, confidence: float = 0.5, source_refs: list[str] | None = None,
+                     permission_scope: dict[str, Any] | None = None, valid_to_us: int | None = None,
+                     ttl_seconds: int | None = None, memory_id: str | None = None, op_id: str | None = None,
+                     cause: Cause | None = None) -> Memory:
+        """Write private memory (or room memory, as an active member of ``room_id``)."""
+        req = build(StoreMemory, content=content, epistemic_type=epistemic_type, scope=scope, room_id=room_id,
+                    confidence=confidence, source_refs=source_refs or [], permission_scope=permission_scope or {},
+                    valid_to_us=valid_to_us, ttl_seconds=ttl_seconds, memory_id=memory_id)
+        if req.scope in (MemoryScope.SHARED, MemoryScope.ARCHIVE):
+            raise InvalidInput("scope", "shared memory comes only from review (propose, then promote)")
+        if (req.scope is MemoryScope.ROOM) != (req.room_id is not None):
+            raise InvalidInput("room_id", "room memory needs a room_id, and only room memory has one")
+        return self._write("store_memory", actor, req, lambda now: self._plan_store(actor, req, now), Memory,
+                           op_id=op_id, cause=cause)
+
+    def _plan_store(self, actor: str, req: StoreMemory, now: int) -> Plan:
+        if req.room_id is not None:
+            self._require_member(actor, req.room_id, "store memory in")
+        mid = req.memory_id or self.ids.new("mem")
+        mem = Memory(memory_id=mid, scope=req.scope, owner=actor, room_id=req.room_id,
+                     epistemic_type=req.epistemic_type, content=req.content, source_refs=req.source_refs,
+                     confidence=req.confidence, status=MemoryStatus.PRIVATE,
+                     permission_scope=req.permission_scope, valid_from_us=now, valid_to_us=req.valid_to_us,
+                     expires_at_us=now + req.ttl_seconds * 1_000_000 if req.ttl_seconds else None,
+                     created_at_us=now, updated_at_us=now, version=1)
+        return Plan("memory.stored", "memory", mid, mem, [Insert("memory", mem.model_dump(mode="json"), "memory", mid)],
+                    payload={"scope": req.scope.value, "epistemic_type": req.epistemic_type.value},
+                    provenance=[("ref", ref, "memory", mid, "derived_from") for ref in req.source_refs],
+                    resulting_version=1)
+
+    def get_memory(self, actor: str, memory_id: str) -> Memory:
+        """The memory, if ``actor`` may see it by scope; else ``NotPermitted``."""
+        check_id("memory_id", memory_id)
+        mem = self._load(Memory, "memory", "memory", memory_id, memory_id=memory_id)
+        if not self._can_see(actor, mem):
+            raise NotPermitted(actor, "read", "memory", memory_id, f"{mem.scope.value} memory of {mem.owner}")
+        return mem
+
+    def _can_see(self, actor: str, mem: Memory) -> bool:
+        if mem.scope in (MemoryScope.SHARED, MemoryScope.ARCHIVE) or mem.owner == actor:
+            return True
+        return mem.scope is MemoryScope.ROOM and mem.room_id in self.store.read.active_rooms_of(actor)
+
+    def propose_memory(self, actor: str, memory_id: str, *, expected_version: int | None = None,
+                       op_id: str | None = None, cause: Cause | None = None) -> Memory:
+        """The owner offers private (or reopened) memory for review: it becomes a CANDIDATE."""
+        return self._memory_action("propose", actor, memory_id, expected_version, op_id, cause,
+                                   check=lambda m: self._require_memory_owner(actor, m, "propose"))
+
+    def review_memory(self, actor: str, memory_id: str, *, expected_version: int | None = None,
+                      op_id: str | None = None, cause: Cause | None = None) -> Memory:
+        """A reviewer (not the owner) takes a candidate into review."""
+        return self._memory_action("review", actor, memory_id, expected_version, op_id, cause,
+                                   values={"reviewer": actor},
+                                   check=lambda m: self._require_reviewer(actor, m, "review"))
+
+    def promote_memory(self, actor: str, memory_id: str, *, expected_version: int | None = None,
+                       op_id: str | None = None, cause: Cause | None = None) -> Memory:
+        """A reviewer other than the owner promotes a candidate: it becomes SHARED memory."""
+        return self._memory_action("promote", actor, memory_id, expected_version, op_id, cause,
+                                   values={"reviewer": actor, "scope": MemoryScope.SHARED.value},
+                                   check=lambda m: self._require_reviewer(actor, m, "promote"))
+
+    def reject_memory(self, actor: str, memory_id: str, reason: str, *, expected_version: int | None = None,
+                      op_id: str | None = None, cause: Cause | None = None) -> Memory:
+        return self._memory_action("reject", actor, memory_id, expected_version, op_id, cause, reason=reason,
+                                   values={"reviewer": actor},
+                                   check=lambda m: self._require_reviewer(actor, m, "reject"))
+
+    def archive_memory(self, actor: str, memory_id: str, *, expected_version: int | None = None,
+                       op_id: str | None = None, cause: Cause | None = None) -> Memory:
+        """Shared memory leaves the working set (scope ARCHIVE); it stays readable."""
+        return self._memory_action("archive", actor, memory_id, expected_version, op_id, cause,
+                                   values={"scope": MemoryScope.ARCHIVE.value, "valid_to_us": None})
+
+    def reopen_memory(self, actor: str, memory_id: str, reason: str, *, expected_version: int | None = None,
+                      op_id: str | None = None, cause: Cause | None = None) -> Memory:
+        """Shared or archived memory is questioned again: REOPENED (visible, no longer a stable fact)."""
+        return self._memory_action("reopen", actor, memory_id, expected_version, op_id, cause, reason=reason,
+                                   values={"scope": MemoryScope.SHARED.value})
+
+    def supersede_memory(self, actor: str, memory_id: str, replacement_id: str, *,
+                         expected_version: int | None = None, op_id: str | None = None,
+                         cause: Cause | None = None) -> Memory:
+        """``replacement_id`` (already SHARED) replaces ``memory_id``, which becomes SUPERSEDED."""
+        check_id("replacement_id", replacement_id)
+
+        def extra(now: int) -> list[Change]:
+            rep = self._load(Memory, "memory", "memory", replacement_id, memory_id=replacement_id)
+            if rep.status is not MemoryStatus.SHARED or rep.memory_id == memory_id:
+                raise InvalidInput("replacement_id", "the replacement must be other, shared (reviewed) memory")
+            return [Update("memory", {"memory_id": rep.memory_id}, rep.version,
+                           {"supersedes": memory_id, "updated_at_us": now}, "memory", rep.memory_id)]
+        return self._memory_action("supersede", actor, memory_id, expected_version, op_id, cause,
+                                   other=replacement_id, values={"superseded_by": replacement_id},
+                                   extra=extra)
+
+    def revoke_memory(self, actor: str, memory_id: str, reason: str, *, expected_version: int | None = None,
+                      op_id: str | None = None, cause: Cause | None = None) -> Memory:
+        """Withdraw memory; everything derived from it (transitively, by provenance) is revoked too."""
+        def extra(now: int) -> list[Change]:
+            return [Update("memory", {"memory_id": m.memory_id}, m.version,
+                           {"status": MemoryStatus.REVOKED.value, "updated_at_us": now}, "memory", m.memory_id)
+                    for m in self._derived_live(memory_id)]
+        return self._memory_action("revoke", actor, memory_id, expected_version, op_id, cause, reason=reason,
+                                   check=lambda m: self._require_memory_owner(actor, m, "revoke")
+                                   if m.reviewer != actor else None, extra=extra)
+
+    def _derived_live(self, memory_id: str) -> list[Memory]:
+        """Memory derived from ``memory_id`` (breadth-first, bounded), not yet revoked."""
+        seen: dict[str, Memory] = {}
+        frontier = [memory_id]
+        while frontier and len(seen) < MAX_REVOKE_CASCADE:
+            edges = self.store.read.rows("provenance_edges", {"src_id": frontier, "dst_kind": "memory",
+                                                              "relation": "derived_from"})
+            frontier = []
+            for e in edges:
+                dst = e["dst_id"]
+                if dst in seen or dst == memory_id:
+                    continue
+                row = self.store.read.get("memory", memory_id=dst)
+                if row is not None and row["status"] != MemoryStatus.REVOKED.value:
+                    seen[dst] = Memory.model_validate(row)
+                    frontier.append(dst)
+        return list(seen.values())
+
+    def list_memory(self, actor: str, *, limit: int = 500) -> list[Memory]:
+        """Memory ``actor`` may see by scope, newest first."""
+        check_id("actor", actor)
+        rooms = self.store.read.active_rooms_of(actor)
+        rows = self.store.read.visible_memory(actor, rooms, self.clock.now_us(), limit)
+        return [Memory.model_validate(r) for r in rows]
+
+    def _memory_action(self, action: str, actor: str, memory_id: str, expected_version: int | None,
+                       op_id: str | None, cause: Cause | None, *, values: dict[str, Any] | None = None,
+                       check: Any = None, reason: str | None = None, other: str | None = None,
+                       extra: Any = None) -> Memory:
+        req = build(MemoryAction, memory_id=memory_id, action=action, other=other,
+                    expected_version=expected_version, reason=reason)
+
+        def plan(now: int) -> Plan:
+            plan, _ = self._transition(Memory, "memory", "memory", memory_id, MEMORY_LIFECYCLE, action, now,
+                                       expected_version=expected_version, values=values, check=check,
+                                       extra=extra(now) if extra else (),
+                                       payload={"reason": reason, "other": other})
+            return plan
+        return self._write(f"{action}_memory", actor, req, plan, Memory, op_id=op_id, cause=cause)
+
+    @staticmethod
+    def _require_memory_owner(actor: str, mem: Memory, action: str) -> None:
+        if mem.owner != actor:
+            raise NotPermitted(actor, action, "memory", mem.memory_id, f"owned by {mem.owner}")
+
+    @staticmethod
+    def _require_reviewer(actor: str, mem: Memory, action: str) -> None:
+        if mem.owner == actor:
+            raise NotPermitted(actor, action, "memory", mem.memory_id, "an owner cannot review its own memory")
+        if mem.reviewer not in (None, actor):
+            raise NotPermitted(actor, action, "memory", mem.memory_id, f"under review by {mem.reviewer}")
+
+    def _require_member(self, actor: str, room_id: str, action: str) -> None:
+        if room_id not in self.store.read.active_rooms_of(actor):
+            raise NotPermitted(actor, action, "room", room_id, "not an active member")

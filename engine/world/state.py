@@ -1,0 +1,87 @@
+"""Shared state: versioned keys written only by compare-and-set; free-standing events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from engine.models.common import Id, JsonValue, Model, Payload, TimeUs
+from engine.models.events import Event
+from engine.models.state import StateEntry, StateKey
+from engine.validation import build
+from engine.world.core import Cause, Plan, WorldCore
+from store import Insert, Update
+
+
+class CompareAndSet(Model):
+    key: StateKey
+    expected_version: int = Field(ge=0)
+    value: JsonValue
+
+
+class AppendEvent(Model):
+    event_type: str = Field(pattern=r"^[a-z][a-z0-9_.]{0,99}$")
+    subject_kind: str = Field(default="world", pattern=r"^[a-z][a-z_]{0,49}$")
+    subject_id: str = Field(default="world", min_length=1, max_length=300)
+    payload: Payload = Field(default_factory=dict)
+
+
+class EventRef(Model):
+    """What ``append_event`` returns (the log position is assigned at commit; read it with ``events``)."""
+
+    event_id: Id
+    event_type: str
+    created_at_us: TimeUs
+
+
+class StateCalls(WorldCore):
+    def get_state(self, key: str) -> StateEntry:
+        """The current entry for ``key``; raises ``NotFound``."""
+        k = build(CompareAndSet, key=key, expected_version=0, value=None).key
+        return self._load(StateEntry, "state_entries", "state", k, key=k)
+
+    def list_state(self, prefix: str = "", limit: int = 1000) -> list[StateEntry]:
+        rows = self.store.read.rows("state_entries")
+        return [StateEntry.model_validate(r) for r in rows if r["key"].startswith(prefix)][:limit]
+
+    def compare_and_set_state(self, actor: str, key: str, expected_version: int, value: Any, *,
+                              op_id: str | None = None, cause: Cause | None = None) -> StateEntry:
+        """Write ``value`` only if ``key`` is at ``expected_version`` (0: the key must not exist yet).
+
+        Raises ``VersionConflict`` (with the current version) on a stale write, ``AlreadyExists`` when
+        creating a key that exists, ``NotFound`` when updating a key that does not.
+        """
+        req = build(CompareAndSet, key=key, expected_version=expected_version, value=value)
+        return self._write("compare_and_set_state", actor, req, lambda now: self._plan_cas(actor, req, now),
+                           StateEntry, op_id=op_id, cause=cause)
+
+    @staticmethod
+    def _plan_cas(actor: str, req: CompareAndSet, now: int) -> Plan:
+        version = req.expected_version + 1
+        entry = StateEntry(key=req.key, value=req.value, version=version, updated_by=actor, updated_at_us=now)
+        change: Insert | Update
+        if req.expected_version == 0:
+            change = Insert("state_entries", entry.model_dump(mode="json"), "state", req.key)
+        else:
+            change = Update("state_entries", {"key": req.key}, req.expected_version,
+                            {"value": req.value, "updated_by": actor, "updated_at_us": now}, "state", req.key)
+        return Plan("state.set", "state", req.key, entry, [change], payload={"key": req.key},
+                    base_version=req.expected_version, resulting_version=version)
+
+    def append_event(self, actor: str, event_type: str, payload: dict[str, Any] | None = None, *,
+                     subject_kind: str = "world", subject_id: str = "world", op_id: str | None = None,
+                     cause: Cause | None = None) -> EventRef:
+        """Append an event that changes no state (a message posted, a conflict raised, an approval)."""
+        req = build(AppendEvent, event_type=event_type, subject_kind=subject_kind, subject_id=subject_id,
+                    payload=payload or {})
+        event_id = self.ids.new("evt")
+        return self._write("append_event", actor, req, lambda now: Plan(
+            req.event_type, req.subject_kind, req.subject_id,
+            EventRef(event_id=event_id, event_type=req.event_type, created_at_us=now),
+            payload=req.payload), EventRef, op_id=op_id, cause=cause, event_id=event_id)
+
+    def events(self, after_seq: int = 0, limit: int = 100, *, newest: bool = False) -> list[Event]:
+        """Events after position ``after_seq`` in log order (``newest``: the last ``limit`` events)."""
+        rows = self.store.read.events(after_seq, limit, newest=newest)
+        return [Event.model_validate(r) for r in rows]

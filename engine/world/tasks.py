@@ -1,0 +1,165 @@
+"""The task ledger: create, assign, claim (exactly one of N concurrent claimers wins), complete,
+release, abort, fail. A task outlives its executor."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import Field
+
+from engine.errors import IllegalTransition, NotPermitted, VersionConflict
+from engine.models.common import Id, Model, Payload, Refs, Text, TimeUs
+from engine.models.tasks import TASK_LIFECYCLE, Task, TaskStatus
+from engine.validation import build, check_id, parse_enum
+from engine.world.core import Cause, Plan, WorldCore
+from store import Insert
+
+
+class CreateTask(Model):
+    goal: Text
+    task_id: Id | None = None
+    dependencies: Refs = Field(default_factory=list)
+    constraints: Payload = Field(default_factory=dict)
+    deadline_us: TimeUs | None = None
+
+
+class TaskAction(Model):
+    task_id: Id
+    action: str
+    agent: Id | None = None
+    expected_version: int | None = Field(default=None, ge=1)
+    result: Payload | None = None
+    reason: str | None = Field(default=None, max_length=4000)
+
+
+_LIVE_PRESENCE = ("active", "attached")
+
+
+class TaskCalls(WorldCore):
+    def create_task(self, actor: str, goal: str, *, task_id: str | None = None,
+                    dependencies: list[str] | None = None, constraints: dict[str, Any] | None = None,
+                    deadline_us: int | None = None, op_id: str | None = None,
+                    cause: Cause | None = None) -> Task:
+        """Create an open task owned by ``actor``. Dependencies must name existing tasks."""
+        req = build(CreateTask, goal=goal, task_id=task_id, dependencies=dependencies or [],
+                    constraints=constraints or {}, deadline_us=deadline_us)
+        return self._write("create_task", actor, req, lambda now: self._plan_create(actor, req, now), Task,
+                           op_id=op_id, cause=cause)
+
+    def _plan_create(self, actor: str, req: CreateTask, now: int) -> Plan:
+        for dep in req.dependencies:
+            self._row("tasks", "task", dep, task_id=dep)
+        tid = req.task_id or self.ids.new("tsk")
+        task = Task(task_id=tid, goal=req.goal, owner_agent=actor, status=TaskStatus.OPEN,
+                    dependencies=req.dependencies, constraints=req.constraints, deadline_us=req.deadline_us,
+                    created_at_us=now, updated_at_us=now, version=1)
+        return Plan("task.created", "task", tid, task, [Insert("tasks", task.model_dump(mode="json"), "task", tid)],
+                    payload={"goal": req.goal}, provenance=[("task", d, "task", tid, "depends_on")
+                                                            for d in req.dependencies],
+                    resulting_version=1)
+
+    def get_task(self, task_id: str) -> Task:
+        check_id("task_id", task_id)
+        return self._load(Task, "tasks", "task", task_id, task_id=task_id)
+
+    def list_tasks(self, *, status: str | None = None, assignee: str | None = None,
+                   limit: int = 1000) -> list[Task]:
+        where: dict[str, Any] = {}
+        if status is not None:
+            where["status"] = parse_enum("status", TaskStatus, status).value
+        if assignee is not None:
+            where["assignee"] = check_id("assignee", assignee)
+        return [Task.model_validate(r) for r in self.store.read.rows("tasks", where, limit=limit)]
+
+    def assign_task(self, actor: str, task_id: str, assignee: str, *, expected_version: int | None = None,
+                    op_id: str | None = None, cause: Cause | None = None) -> Task:
+        """Offer the task to ``assignee`` (an existing agent). Only the owner assigns."""
+        req = build(TaskAction, task_id=task_id, action="assign", agent=assignee,
+                    expected_version=expected_version)
+
+        def plan(now: int) -> Plan:
+            self._row("agents", "agent", assignee, agent_id=assignee)
+            return self._task_plan(req, actor, now, values={"assignee": assignee},
+                                   check=lambda t: self._require_owner(actor, t, "assign"))
+        return self._write("assign_task", actor, req, plan, Task, op_id=op_id, cause=cause)
+
+    def claim_task(self, actor: str, task_id: str, *, expected_version: int | None = None,
+                   op_id: str | None = None, cause: Cause | None = None) -> Task:
+        """Take the task. Of N concurrent claimers exactly one wins; the others get
+        ``IllegalTransition`` (already claimed) or ``VersionConflict``. The claimer must be a live agent
+        (active or attached); an assigned task can only be claimed by its assignee."""
+        req = build(TaskAction, task_id=task_id, action="claim", expected_version=expected_version)
+
+        def check(t: Task) -> None:
+            agent = self._row("agents", "agent", actor, agent_id=actor)
+            if agent["status"] not in _LIVE_PRESENCE:
+                raise NotPermitted(actor, "claim", "task", task_id, f"agent is {agent['status']}")
+            if t.status is TaskStatus.ASSIGNED and t.assignee != actor:
+                raise NotPermitted(actor, "claim", "task", task_id, f"assigned to {t.assignee}")
+        try:
+            return self._write("claim_task", actor, req, lambda now: self._task_plan(
+                req, actor, now, values={"assignee": actor}, check=check), Task, op_id=op_id, cause=cause)
+        except VersionConflict:
+            if expected_version is None:
+                current = self.get_task(task_id)
+                if not TASK_LIFECYCLE.allows(current.status.value, "claim"):
+                    raise IllegalTransition("task", task_id, current.status.value, "claim") from None
+            raise
+
+    def complete_task(self, actor: str, task_id: str, result: dict[str, Any] | None = None, *,
+                      expected_version: int | None = None, op_id: str | None = None,
+                      cause: Cause | None = None) -> Task:
+        """Finish a claimed task with ``result``; only its assignee may."""
+        return self._assignee_action("complete", actor, task_id, expected_version, op_id, cause,
+                                     result=result or {})
+
+    def fail_task(self, actor: str, task_id: str, reason: str, *, expected_version: int | None = None,
+                  op_id: str | None = None, cause: Cause | None = None) -> Task:
+        """Record that the assignee could not finish the task."""
+        return self._assignee_action("fail", actor, task_id, expected_version, op_id, cause,
+                                     result={"reason": reason}, reason=reason)
+
+    def release_task(self, actor: str, task_id: str, *, expected_version: int | None = None,
+                     op_id: str | None = None, cause: Cause | None = None) -> Task:
+        """Give the task back (open again); the assignee or the owner may."""
+        req = build(TaskAction, task_id=task_id, action="release", expected_version=expected_version)
+
+        def check(t: Task) -> None:
+            if actor not in (t.assignee, t.owner_agent):
+                raise NotPermitted(actor, "release", "task", task_id, "neither assignee nor owner")
+        return self._write("release_task", actor, req, lambda now: self._task_plan(
+            req, actor, now, values={"assignee": None}, check=check), Task, op_id=op_id, cause=cause)
+
+    def abort_task(self, actor: str, task_id: str, reason: str, *, expected_version: int | None = None,
+                   op_id: str | None = None, cause: Cause | None = None) -> Task:
+        """Stop the task for good; only its owner may (a human decision is never overwritten by others)."""
+        req = build(TaskAction, task_id=task_id, action="abort", expected_version=expected_version,
+                    reason=reason)
+        return self._write("abort_task", actor, req, lambda now: self._task_plan(
+            req, actor, now, values={"result": {"aborted": reason}},
+            check=lambda t: self._require_owner(actor, t, "abort")), Task, op_id=op_id, cause=cause)
+
+    def _assignee_action(self, action: str, actor: str, task_id: str, expected_version: int | None,
+                         op_id: str | None, cause: Cause | None, *, result: dict[str, Any],
+                         reason: str | None = None) -> Task:
+        req = build(TaskAction, task_id=task_id, action=action, expected_version=expected_version,
+                    result=result, reason=reason)
+
+        def check(t: Task) -> None:
+            if t.assignee != actor:
+                raise NotPermitted(actor, action, "task", task_id, f"claimed by {t.assignee}")
+        return self._write(f"{action}_task", actor, req, lambda now: self._task_plan(
+            req, actor, now, values={"result": req.result}, check=check), Task, op_id=op_id, cause=cause)
+
+    def _task_plan(self, req: TaskAction, actor: str, now: int, *, values: dict[str, Any],
+                   check: Callable[[Task], None]) -> Plan:
+        plan, _ = self._transition(Task, "tasks", "task", req.task_id, TASK_LIFECYCLE, req.action, now,
+                                      expected_version=req.expected_version, values=values, check=check,
+                                      payload={"agent": req.agent or actor, "reason": req.reason})
+        return plan
+
+    @staticmethod
+    def _require_owner(actor: str, task: Task, action: str) -> None:
+        if task.owner_agent != actor:
+            raise NotPermitted(actor, action, "task", task.task_id, f"owned by {task.owner_agent}")

@@ -1,0 +1,222 @@
+"""The wake queue and decision receipts.
+
+A wake is keyed by its idempotency key (UNIQUE in the database): delivering the same wake ten times
+creates one. Claims take a lease; an expired lease is claimable again. Every wake ends in exactly one
+receipt (UNIQUE ``wake_id``): acked with the agent's decision (``no_action`` included) or cancelled
+with the reason (``suppressed``, ``cancelled``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from engine.errors import AlreadyExists, InvalidInput, LeaseHeld, NotFound, VersionConflict
+from engine.models.common import Id, Model, Payload, Priority, Refs, TimeUs
+from engine.models.receipts import Decision, Outcome, Receipt
+from engine.models.wakes import WAKE_LIFECYCLE, EnqueueResult, Wake, WakeStatus
+from engine.validation import build, check_id, parse_enum
+from engine.world.core import Cause, Plan, WorldCore
+from store import Insert, Update
+
+MAX_CLAIM_CANDIDATES = 16
+
+
+class EnqueueWake(Model):
+    target_agent: Id
+    cause: str = Field(min_length=1, max_length=200)
+    idempotency_key: str = Field(min_length=1, max_length=256)
+    not_before_us: TimeUs | None = None
+    priority: Priority = 0
+    payload: Payload = Field(default_factory=dict)
+    payload_refs: Refs = Field(default_factory=list)
+    base_state_version: int | None = Field(default=None, ge=0)
+    authority_scope: Payload = Field(default_factory=dict)
+    cause_event_id: Id | None = None
+
+
+class ClaimWake(Model):
+    wake_id: Id
+    lease_seconds: float = Field(gt=0, le=86400)
+
+
+class WriteReceipt(Model):
+    agent_id: Id
+    decision: Decision
+    outcome: Outcome
+    wake_id: Id | None = None
+    task_id: Id | None = None
+    reason: str | None = Field(default=None, max_length=4000)
+    observed_state_version: int | None = None
+    topology_version: int | None = None
+    base_state_version: int | None = None
+    resulting_state_version: int | None = None
+    action_refs: Refs = Field(default_factory=list)
+    artifact_refs: Refs = Field(default_factory=list)
+    next_wake: Id | None = None
+    policy_epoch: str | None = Field(default=None, max_length=100)
+    payload: Payload = Field(default_factory=dict)
+
+
+_OUTCOME_OF = {Decision.NO_ACTION: Outcome.NO_ACTION}
+
+
+class WakeCalls(WorldCore):
+    def enqueue_wake(self, actor: str, target_agent: str, cause: str, idempotency_key: str, *,
+                     not_before_us: int | None = None, priority: int = 0,
+                     payload: dict[str, Any] | None = None, payload_refs: list[str] | None = None,
+                     base_state_version: int | None = None, authority_scope: dict[str, Any] | None = None,
+                     cause_event_id: str | None = None, op_id: str | None = None,
+                     causation: Cause | None = None) -> EnqueueResult:
+        """Queue a wake for ``target_agent`` unless one with this idempotency key exists (then that one is
+        returned with ``created=False`` and nothing is written)."""
+        req = build(EnqueueWake, target_agent=target_agent, cause=cause, idempotency_key=idempotency_key,
+                    not_before_us=not_before_us, priority=priority, payload=payload or {},
+                    payload_refs=payload_refs or [], base_state_version=base_state_version,
+                    authority_scope=authority_scope or {}, cause_event_id=cause_event_id)
+        existing = self._wake_by_key(req.idempotency_key)
+        if existing is not None:
+            return EnqueueResult(wake=existing, created=False)
+        try:
+            return self._write("enqueue_wake", actor, req, lambda now: self._plan_enqueue(req, now),
+                               EnqueueResult, op_id=op_id, cause=causation)
+        except AlreadyExists:
+            found = self._wake_by_key(req.idempotency_key)
+            if found is None:
+                raise
+            return EnqueueResult(wake=found, created=False)
+
+    def _wake_by_key(self, key: str) -> Wake | None:
+        rows = self.store.read.rows("wakes", {"idempotency_key": key}, limit=1)
+        return Wake.model_validate(rows[0]) if rows else None
+
+    def _plan_enqueue(self, req: EnqueueWake, now: int) -> Plan:
+        self._row("agents", "agent", req.target_agent, agent_id=req.target_agent)
+        wid = self.ids.new("wak")
+        wake = Wake(wake_id=wid, status=WakeStatus.PENDING, attempts=0, created_at_us=now, updated_at_us=now,
+                    version=1, **{**req.model_dump(), "not_before_us": req.not_before_us or now})
+        return Plan("wake.issued", "wake", wid, EnqueueResult(wake=wake, created=True),
+                    [Insert("wakes", wake.model_dump(mode="json"), "wake", req.idempotency_key)],
+                    payload={"target_agent": req.target_agent, "cause": req.cause},
+                    provenance=[("event", req.cause_event_id, "wake", wid, "caused")] if req.cause_event_id
+                    else (), resulting_version=1)
+
+    def claim_wake(self, worker: str, *, agent_id: str | None = None, lease_seconds: float = 30.0,
+                   cause: Cause | None = None) -> Wake | None:
+        """Lease the most urgent due wake (optionally only ``agent_id``'s), or ``None`` if none is due.
+        Expired leases are reclaimed. Concurrent claimers never get the same wake."""
+        check_id("worker", worker)
+        if agent_id is not None:
+            check_id("agent_id", agent_id)
+        now = self.clock.now_us()
+        for row in self.store.read.due_wakes(now, MAX_CLAIM_CANDIDATES, agent_id):
+            req = build(ClaimWake, wake_id=row["wake_id"], lease_seconds=lease_seconds)
+            try:
+                return self._write("claim_wake", worker, req, lambda now: self._plan_claim(worker, req, now),
+                                   Wake, op_id=None, cause=cause)
+            except (VersionConflict, LeaseHeld):
+                continue  # another worker took it first; try the next candidate
+        return None
+
+    def _plan_claim(self, worker: str, req: ClaimWake, now: int) -> Plan:
+        def check(w: Wake) -> None:
+            if w.status is WakeStatus.CLAIMED and (w.lease_until_us or 0) >= now:
+                raise LeaseHeld(w.wake_id, w.lease_owner, w.lease_until_us)
+            if w.not_before_us > now:
+                raise LeaseHeld(w.wake_id, None, None)
+        row = self._row("wakes", "wake", req.wake_id, wake_id=req.wake_id)
+        plan, _ = self._transition(Wake, "wakes", "wake", req.wake_id, WAKE_LIFECYCLE, "claim", now,
+                                   check=check, values={
+                                       "lease_owner": worker, "attempts": row["attempts"] + 1,
+                                       "lease_until_us": now + round(req.lease_seconds * 1_000_000)},
+                                   payload={"worker": worker})
+        return plan
+
+    def ack_wake(self, worker: str, wake_id: str, decision: str = "no_action", *, outcome: str | None = None,
+                 op_id: str | None = None, cause: Cause | None = None, **receipt: Any) -> Receipt:
+        """Finish a claimed wake: mark it acked and write its one receipt, in one transaction.
+        Only the lease owner may ack (``LeaseHeld`` otherwise)."""
+        check_id("wake_id", wake_id)
+        d = parse_enum("decision", Decision, decision)
+        o = parse_enum("outcome", Outcome, outcome) if outcome is not None else _OUTCOME_OF.get(d, Outcome.ACTED)
+        wake = self._load(Wake, "wakes", "wake", wake_id, wake_id=wake_id)
+        req = build(WriteReceipt, agent_id=wake.target_agent, decision=d, outcome=o, wake_id=wake_id, **receipt)
+        return self._write("ack_wake", worker, req, lambda now: self._plan_finish(worker, req, "ack", now),
+                           Receipt, op_id=op_id, cause=cause)
+
+    def cancel_wake(self, actor: str, wake_id: str, reason: str, *, outcome: str = "suppressed",
+                    op_id: str | None = None, cause: Cause | None = None) -> Receipt:
+        """End a pending or claimed wake without running it; its receipt says why."""
+        check_id("wake_id", wake_id)
+        o = parse_enum("outcome", Outcome, outcome)
+        if o not in (Outcome.SUPPRESSED, Outcome.CANCELLED, Outcome.DENIED):
+            raise InvalidInput("outcome", "a cancelled wake's outcome is suppressed, cancelled or denied")
+        wake = self._load(Wake, "wakes", "wake", wake_id, wake_id=wake_id)
+        req = build(WriteReceipt, agent_id=wake.target_agent, decision=Decision.NO_ACTION, outcome=o,
+                    wake_id=wake_id, reason=reason)
+        return self._write("cancel_wake", actor, req, lambda now: self._plan_finish(actor, req, "cancel", now),
+                           Receipt, op_id=op_id, cause=cause)
+
+    def write_receipt(self, actor: str, agent_id: str, decision: str, outcome: str, *,
+                      op_id: str | None = None, cause: Cause | None = None, **receipt: Any) -> Receipt:
+        """A receipt for work not started by a wake (a wake's receipt comes from ack or cancel)."""
+        if receipt.get("wake_id") is not None:
+            raise InvalidInput("wake_id", "a wake's receipt is written by ack_wake or cancel_wake")
+        req = build(WriteReceipt, agent_id=agent_id, decision=decision, outcome=outcome, **receipt)
+
+        def plan(now: int) -> Plan:
+            rec = self._receipt(req, now)
+            return Plan("receipt.written", "receipt", rec.receipt_id, rec,
+                        [Insert("receipts", rec.model_dump(mode="json"), "receipt", rec.receipt_id)],
+                        payload={"decision": req.decision.value, "outcome": req.outcome.value})
+        return self._write("write_receipt", actor, req, plan, Receipt, op_id=op_id, cause=cause)
+
+    def _receipt(self, req: WriteReceipt, now: int) -> Receipt:
+        return Receipt(receipt_id=self.ids.new("rcp"), created_at_us=now, **req.model_dump())
+
+    def _plan_finish(self, actor: str, req: WriteReceipt, action: str, now: int) -> Plan:
+        assert req.wake_id is not None  # noqa: S101 - built by ack/cancel with a wake id
+
+        def check(w: Wake) -> None:
+            if action == "ack" and w.lease_owner != actor:
+                raise LeaseHeld(w.wake_id, w.lease_owner, w.lease_until_us)
+        rec = self._receipt(req, now)
+        insert = Insert("receipts", rec.model_dump(mode="json"), "receipt", f"for wake {req.wake_id}")
+        plan, _ = self._transition(Wake, "wakes", "wake", req.wake_id, WAKE_LIFECYCLE, action, now,
+                                   check=check, extra=[insert],
+                                   payload={"decision": req.decision.value, "outcome": req.outcome.value,
+                                            "reason": req.reason, "receipt_id": rec.receipt_id})
+        plan.result = rec
+        plan.provenance = [("wake", req.wake_id, "receipt", rec.receipt_id, "answered_by")]
+        return plan
+
+    def get_wake(self, wake_id: str) -> Wake:
+        check_id("wake_id", wake_id)
+        return self._load(Wake, "wakes", "wake", wake_id, wake_id=wake_id)
+
+    def list_wakes(self, *, status: str | None = None, target_agent: str | None = None,
+                   limit: int = 1000) -> list[Wake]:
+        where: dict[str, Any] = {}
+        if status is not None:
+            where["status"] = parse_enum("status", WakeStatus, status).value
+        if target_agent is not None:
+            where["target_agent"] = check_id("target_agent", target_agent)
+        return [Wake.model_validate(r) for r in self.store.read.rows("wakes", where, order_by=("created_at_us",
+                                                                                              "wake_id"), limit=limit)]
+
+    def get_receipt(self, receipt_id: str) -> Receipt:
+        check_id("receipt_id", receipt_id)
+        return self._load(Receipt, "receipts", "receipt", receipt_id, receipt_id=receipt_id)
+
+    def receipt_for_wake(self, wake_id: str) -> Receipt:
+        check_id("wake_id", wake_id)
+        rows = self.store.read.rows("receipts", {"wake_id": wake_id}, limit=1)
+        if not rows:
+            raise NotFound("receipt", f"for wake {wake_id}")
+        return Receipt.model_validate(rows[0])
+
+    def list_receipts(self, *, agent_id: str | None = None, limit: int = 1000) -> list[Receipt]:
+        where = {"agent_id": check_id("agent_id", agent_id)} if agent_id is not None else {}
+        return [Receipt.model_validate(r) for r in self.store.read.rows(
+            "receipts", where, order_by=("created_at_us", "receipt_id"), limit=limit)]

@@ -1,0 +1,108 @@
+"""Engines for the two backends, with the settings each needs.
+
+SQLite: WAL (files), ``synchronous`` NORMAL by default (FULL on request), a busy timeout, foreign
+keys on, and transactions begun by us: ``BEGIN IMMEDIATE`` for writes (so a read-modify-write never
+upgrades a shared lock and deadlocks), plain ``BEGIN`` for reads. An in-memory database uses one shared
+connection, serialised by a lock. PostgreSQL: psycopg 3, READ COMMITTED; the compare-and-set
+``UPDATE ... WHERE version = :expected`` is what serialises writers.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.pool import StaticPool
+
+from engine.errors import InvalidInput
+
+Dialect = Literal["sqlite", "postgresql"]
+
+
+@dataclass(frozen=True)
+class DatabaseOptions:
+    sqlite_synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
+    busy_timeout_ms: int = 30_000
+
+
+class Database:
+    """An engine plus the transaction discipline of its dialect."""
+
+    def __init__(self, url: str, options: DatabaseOptions | None = None) -> None:
+        self.options = options or DatabaseOptions()
+        try:
+            parsed = make_url(url)
+        except ArgumentError as exc:
+            raise InvalidInput("db_url", f"not a database URL: {url!r}") from exc
+        backend = parsed.get_backend_name()
+        if backend == "sqlite":
+            self.dialect: Dialect = "sqlite"
+            self.in_memory = parsed.database in (None, "", ":memory:")
+            self.engine = self._sqlite_engine(parsed.render_as_string(hide_password=False))
+        elif backend in ("postgresql", "postgres"):
+            self.dialect = "postgresql"
+            self.in_memory = False
+            self.engine = create_engine(parsed.set(drivername="postgresql+psycopg"),
+                                        pool_pre_ping=True, pool_size=5, max_overflow=10)
+        else:
+            raise InvalidInput("db_url", f"unsupported backend {backend!r}; use sqlite:/// or postgresql://")
+        self._serial: threading.RLock | None = threading.RLock() if self.in_memory else None
+
+    def _sqlite_engine(self, url: str) -> Engine:
+        kwargs: dict[str, Any] = {}
+        if self.in_memory:
+            kwargs = {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
+        engine = create_engine(url, **kwargs)
+        opts = self.options
+        in_memory = self.in_memory
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+            cur = dbapi_conn.cursor()
+            if not in_memory:
+                cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute(f"PRAGMA synchronous={opts.sqlite_synchronous}")
+            cur.execute(f"PRAGMA busy_timeout={int(opts.busy_timeout_ms)}")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            mode = conn.get_execution_options().get("pmw_begin", "DEFERRED")
+            conn.exec_driver_sql(f"BEGIN {mode}")
+
+        return engine
+
+    def _guard(self) -> AbstractContextManager[Any]:
+        return self._serial if self._serial is not None else nullcontext()
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A write transaction: committed on normal exit, rolled back on any exception."""
+        with self._guard(), self.engine.connect() as conn:
+            if self.dialect == "sqlite":
+                conn = conn.execution_options(pmw_begin="IMMEDIATE")
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A read transaction with one consistent view (SQLite WAL snapshot / PostgreSQL REPEATABLE READ)."""
+        with self._guard(), self.engine.connect() as conn:
+            if self.dialect == "postgresql":
+                conn = conn.execution_options(isolation_level="REPEATABLE READ")
+            with conn.begin():
+                yield conn
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+__all__ = ["Database", "DatabaseOptions", "Dialect"]

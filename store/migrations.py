@@ -1,0 +1,74 @@
+"""Ordered schema migrations, applied by ``pmw init``; re-running on a current database is a no-op.
+
+Each migration runs in its own transaction together with its ``schema_migrations`` row, under a lock
+(``BEGIN IMMEDIATE`` on SQLite, an advisory transaction lock on PostgreSQL), so two concurrent ``init``
+calls apply each migration once. Migration 1 creates the tables of :mod:`store.schema` as first
+released; a later schema change is a new migration appended here, never an edit of an applied one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, insert, inspect, select, text
+from sqlalchemy.exc import OperationalError
+
+from engine.errors import StoreUnavailable
+from store.database import Database
+from store.schema import metadata, schema_migrations
+
+_ADVISORY_LOCK_ID = 0x504D5701  # "PMW" 1
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    apply: Callable[[Connection], None]
+
+
+def _initial_schema(conn: Connection) -> None:
+    metadata.create_all(conn, checkfirst=True)
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial schema: world tables, operations ledger, events, snapshots", _initial_schema),
+)
+
+
+def _applied(conn: Connection) -> set[int]:
+    if not inspect(conn).has_table(schema_migrations.name):
+        return set()
+    return {int(v) for v in conn.execute(select(schema_migrations.c.version)).scalars()}
+
+
+def migrate(db: Database, now_us: int) -> list[int]:
+    """Apply every pending migration in order; returns the versions applied by this call."""
+    done: list[int] = []
+    try:
+        for migration in MIGRATIONS:
+            with db.write() as conn:
+                if db.dialect == "postgresql":
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK_ID})
+                if migration.version in _applied(conn):
+                    continue
+                migration.apply(conn)
+                schema_migrations.create(conn, checkfirst=True)
+                conn.execute(insert(schema_migrations), [{
+                    "version": migration.version, "name": migration.name, "applied_at_us": now_us}])
+                done.append(migration.version)
+    except OperationalError as exc:
+        raise StoreUnavailable(str(exc.orig)) from exc
+    return done
+
+
+def current_version(db: Database) -> int:
+    """The highest applied migration (0 for an empty database)."""
+    with db.read() as conn:
+        return max(_applied(conn), default=0)
+
+
+LATEST = MIGRATIONS[-1].version
+
+__all__ = ["LATEST", "MIGRATIONS", "Migration", "current_version", "migrate"]

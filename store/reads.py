@@ -1,0 +1,167 @@
+"""Every read query of the world. Rows come back as plain dicts whose keys are the column names."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Connection, Table, and_, func, or_, select
+from sqlalchemy.exc import OperationalError, ProgrammingError
+
+from engine.errors import StoreUnavailable
+from store.database import Database
+from store.schema import (
+    STATE_TABLES,
+    TABLES,
+    deliveries,
+    events,
+    memory,
+    primary_key,
+    room_members,
+    snapshots,
+    topology_versions,
+    wakes,
+)
+
+Row = dict[str, Any]
+
+
+def _table(name: str) -> Table:
+    return TABLES[name]
+
+
+class Reader:
+    """Read access to one database. Each method is one consistent read transaction."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    @contextmanager
+    def _conn(self) -> Iterator[Connection]:
+        try:
+            with self._db.read() as conn:
+                yield conn
+        except (OperationalError, ProgrammingError) as exc:
+            raise StoreUnavailable(str(exc.orig)) from exc
+
+    def get(self, table: str, **key: Any) -> Row | None:
+        t = _table(table)
+        with self._conn() as conn:
+            row = conn.execute(select(t).where(*(t.c[k] == v for k, v in key.items()))).mappings().first()
+        return dict(row) if row is not None else None
+
+    def rows(self, table: str, where: Mapping[str, Any] | None = None, *, order_by: Sequence[str] = (),
+             limit: int | None = None, descending: bool = False) -> list[Row]:
+        """Rows matching equality filters (a list or tuple value means IN)."""
+        t = _table(table)
+        clauses = [t.c[k].in_(v) if isinstance(v, list | tuple) else t.c[k] == v
+                   for k, v in (where or {}).items()]
+        cols = [t.c[c] for c in (order_by or primary_key(t))]
+        stmt = select(t).where(*clauses).order_by(*(c.desc() if descending else c for c in cols))
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        with self._conn() as conn:
+            return [dict(r) for r in conn.execute(stmt).mappings()]
+
+    def count(self, table: str) -> int:
+        t = _table(table)
+        with self._conn() as conn:
+            return int(conn.execute(select(func.count()).select_from(t)).scalar_one())
+
+    def counts_and_versions(self) -> dict[str, Any]:
+        """Row count of every table and the sum of versions of every versioned table (for
+        "nothing changed" checks)."""
+        out: dict[str, Any] = {}
+        with self._conn() as conn:
+            for t in TABLES.values():
+                out[t.name] = int(conn.execute(select(func.count()).select_from(t)).scalar_one())
+                if "version" in t.c and t.name != "schema_migrations":
+                    total = conn.execute(select(func.coalesce(func.sum(t.c.version), 0))).scalar_one()
+                    out[f"{t.name}.version_sum"] = int(total)
+        return out
+
+    def due_wakes(self, now_us: int, limit: int, target_agent: str | None = None) -> list[Row]:
+        """Pending wakes due now, and claimed wakes whose lease expired: highest priority first."""
+        due = or_(and_(wakes.c.status == "pending", wakes.c.not_before_us <= now_us),
+                  and_(wakes.c.status == "claimed", wakes.c.lease_until_us < now_us))
+        stmt = select(wakes).where(due)
+        if target_agent is not None:
+            stmt = stmt.where(wakes.c.target_agent == target_agent)
+        stmt = stmt.order_by(wakes.c.priority.desc(), wakes.c.not_before_us, wakes.c.wake_id).limit(limit)
+        with self._conn() as conn:
+            return [dict(r) for r in conn.execute(stmt).mappings()]
+
+    def events(self, after_seq: int = 0, limit: int | None = None, *, newest: bool = False) -> list[Row]:
+        stmt = select(events).where(events.c.seq > after_seq)
+        stmt = stmt.order_by(events.c.seq.desc() if newest else events.c.seq)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        with self._conn() as conn:
+            rows = [dict(r) for r in conn.execute(stmt).mappings()]
+        return list(reversed(rows)) if newest else rows
+
+    def last_seq(self) -> int:
+        with self._conn() as conn:
+            return int(conn.execute(select(func.coalesce(func.max(events.c.seq), 0))).scalar_one())
+
+    def topology_version(self) -> int:
+        with self._conn() as conn:
+            v = conn.execute(select(func.coalesce(func.max(topology_versions.c.version), 0))).scalar_one()
+        return int(v)
+
+    def active_rooms_of(self, agent_id: str) -> list[str]:
+        stmt = select(room_members.c.room_id).where(room_members.c.agent_id == agent_id,
+                                                    room_members.c.active.is_(True))
+        with self._conn() as conn:
+            return [str(r) for r in conn.execute(stmt).scalars()]
+
+    def visible_memory(self, agent_id: str, room_ids: Sequence[str], now_us: int, limit: int) -> list[Row]:
+        """Memory an agent may see by scope: its own private, its rooms' room memory, all shared.
+        Revoked, rejected and expired memory is excluded."""
+        visible = or_(and_(memory.c.scope == "private", memory.c.owner == agent_id),
+                      and_(memory.c.scope == "room", memory.c.room_id.in_(list(room_ids))),
+                      memory.c.scope == "shared")
+        live = and_(memory.c.status.not_in(["revoked", "rejected"]),
+                    or_(memory.c.expires_at_us.is_(None), memory.c.expires_at_us > now_us))
+        stmt = select(memory).where(visible, live).order_by(memory.c.updated_at_us.desc(),
+                                                             memory.c.memory_id).limit(limit)
+        with self._conn() as conn:
+            return [dict(r) for r in conn.execute(stmt).mappings()]
+
+    def inbox(self, agent_ids: Sequence[str], role_ids: Sequence[str], platforms: Sequence[str],
+              limit: int) -> list[Row]:
+        """Unread or claimed-by-them deliveries addressed to these agents, their roles, platforms or ``any``."""
+        ids = list(agent_ids)
+        addressed = or_(
+            and_(deliveries.c.recipient_kind.in_(["agent", "all"]), deliveries.c.recipient.in_(ids)),
+            and_(deliveries.c.recipient_kind == "any", deliveries.c.status == "unread"),
+            and_(deliveries.c.recipient_kind == "role", deliveries.c.recipient.in_(list(role_ids)),
+                 deliveries.c.status == "unread"),
+            and_(deliveries.c.recipient_kind == "platform", deliveries.c.recipient.in_(list(platforms)),
+                 deliveries.c.status == "unread"),
+            deliveries.c.claimed_by.in_(ids),
+        )
+        stmt = (select(deliveries).where(addressed, deliveries.c.status != "acked")
+                .order_by(deliveries.c.updated_at_us, deliveries.c.delivery_id).limit(limit))
+        with self._conn() as conn:
+            return [dict(r) for r in conn.execute(stmt).mappings()]
+
+    def state_image(self) -> tuple[int, dict[str, list[Row]]]:
+        """(last event seq, every state table's rows ordered by primary key), from one consistent read."""
+        image: dict[str, list[Row]] = {}
+        with self._conn() as conn:
+            seq = int(conn.execute(select(func.coalesce(func.max(events.c.seq), 0))).scalar_one())
+            for t in STATE_TABLES:
+                stmt = select(t).order_by(*(t.c[c] for c in primary_key(t)))
+                image[t.name] = [dict(r) for r in conn.execute(stmt).mappings()]
+        return seq, image
+
+    def latest_snapshot(self) -> Row | None:
+        stmt = select(snapshots).order_by(snapshots.c.at_seq.desc(), snapshots.c.created_at_us.desc()).limit(1)
+        with self._conn() as conn:
+            row = conn.execute(stmt).mappings().first()
+        return dict(row) if row is not None else None
+
+
+__all__ = ["Reader", "Row"]

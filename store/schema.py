@@ -1,0 +1,377 @@
+"""Every table of the PMW world, as SQLAlchemy Core metadata.
+
+Conventions: times are ``*_us`` BIGINT microseconds since the epoch (UTC); JSON columns hold canonical
+JSON; every mutable row has a ``version`` that the gateway's compare-and-set advances by exactly one.
+State tables (:data:`STATE_TABLES`) are projections of the event log: folding the ``changes`` recorded on
+every event rebuilds them exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+
+metadata = MetaData()
+
+ID = 128
+J = JSON(none_as_null=True)
+
+
+def _id(name: str, *args: Any, **kw: Any) -> Column[str]:
+    return Column(name, String(ID), *args, **kw)
+
+
+schema_migrations = Table(
+    "schema_migrations", metadata,
+    Column("version", Integer, primary_key=True),
+    Column("name", String(200), nullable=False),
+    Column("applied_at_us", BigInteger, nullable=False),
+)
+
+operations = Table(
+    "operations", metadata,
+    _id("op_id", primary_key=True),
+    Column("command", String(100), nullable=False),
+    Column("request_hash", String(64), nullable=False),
+    _id("actor_id", nullable=False),
+    Column("result", J, nullable=False),
+    _id("event_id", nullable=False),
+    Column("created_at_us", BigInteger, nullable=False),
+)
+
+events = Table(
+    "events", metadata,
+    Column("seq", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    _id("event_id", nullable=False, unique=True),
+    Column("event_type", String(100), nullable=False),
+    _id("actor_id", nullable=False),
+    _id("op_id", nullable=False),
+    Column("subject_kind", String(50), nullable=False),
+    Column("subject_id", String(300), nullable=False),
+    Column("payload", J, nullable=False),
+    Column("changes", J, nullable=False),
+    _id("parent_event_id"),
+    _id("causation_id"),
+    _id("correlation_id"),
+    Column("base_version", BigInteger),
+    Column("resulting_version", BigInteger),
+    Column("policy_epoch", String(100)),
+    Column("topology_version", BigInteger),
+    Column("created_at_us", BigInteger, nullable=False),
+    Index("ix_events_subject", "subject_kind", "subject_id"),
+    Index("ix_events_correlation", "correlation_id"),
+)
+
+agents = Table(
+    "agents", metadata,
+    _id("agent_id", primary_key=True),
+    Column("display_name", String(200), nullable=False),
+    _id("role_id", nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("model_hint", String(200)),
+    _id("platform"),
+    Column("capability_profile", J, nullable=False),
+    Column("permission_profile", J, nullable=False),
+    _id("current_task"),
+    Column("last_seen_us", BigInteger, nullable=False),
+    Column("created_at_us", BigInteger, nullable=False),
+    Column("version", BigInteger, nullable=False),
+    Index("ix_agents_role", "role_id"),
+)
+
+sessions = Table(
+    "sessions", metadata,
+    _id("session_id", primary_key=True),
+    _id("agent_id", ForeignKey("agents.agent_id"), nullable=False),
+    _id("term_key", nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("model_hint", String(200)),
+    Column("started_at_us", BigInteger, nullable=False),
+    Column("updated_at_us", BigInteger, nullable=False),
+    Column("version", BigInteger, nullable=False),
+    Index("ix_sessions_agent", "agent_id"),
+    Index("ix_sessions_term", "term_key"),
+    # At most one active agent per exclusive terminal context, enforced by the database itself.
+    Index("ux_sessions_active_term", "term_key", unique=True,
+          sqlite_where=text("status = 'active'"), postgresql_where=text("status = 'active'")),
+)
+
+state_entries = Table(
+    "state_entries", metadata,
+    Column("key", String(256), primary_key=True),
+    Column("value", J),
+    _id("updated_by", nullable=False),
+    Column("updated_at_us", BigInteger, nullable=False),
+    Column("version", BigInteger, nullable=False),
+)
+
+tasks = Table(
+    "tasks", metadata,
+    _id("task_id", primary_key=True),
+    Column("goal", Text, nullable=False),
+    _id("owner_agent", nullable=False),
+    _id("assignee"),
+    Column("status", String(20), nullable=False),
+    Column("dependencies", J, nullable=False),
+    Column("constraints", J, nullable=False),
+    Column("artifacts", J, nullable=False),
+    Column("result", J),
+    Column("deadline_us", BigInteger),
+    Column("created_at_us", BigInteger, nullable=False),
+    Column("updated_at_us", BigInteger, nullable=False),
+    Column("version", BigInteger, nullable=False),
+    Index("ix_tasks_status", "status"),
+    Index("ix_tasks_assignee", "assignee"),
+)
+
+artifacts = Table(
+    "artifacts", metadata,
+    _id("artifact_id", primary_key=True),
+    _id("artifact_type", nullable=False),
+    _id("owner", nullable=False),
+    _id("created_by", nullable=False),
+    _id("task_id"),
+    Column("status", String(20), nullable=False),
+    Column("checksum", String(64), nullable=False),
+    Column("size", BigInteger, nullable=False),
+    Column("location", String(500), nullable=False),
+    Column("created_at_us", BigInteger, nullable=False),
+    Column("updated_at_us", BigInteger, nullable=False),
+    Column("version", BigInteger, nullable=False),
+)
+
+artifact_versions = Table(
+    "artifact_versions", metadata,
+    _id("artifact_id", ForeignKey("artifacts.artifact_id"), primary_key=True),
+    Column("version", BigInteger, primary_key=True),
+    Column("checksum", String(64), nullable=False),
+    Column("size", BigInteger, nullable=False),
+    Column("location", String(500), nullable=False),
+    _id("created_by", nullable=False),
+    Column("created_at_us", BigInteger, nullable=False),
+)
+
+memory = Table(
+    "memory", metadata,
+    _id("memory_id", primary_key=True),
+    Column("scope", String(20), nullable=False),
+    _id("owner", nullable=False),
+    _id("room_id"),
+    Column("epistemic_type", String(30), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("source_refs", J, nullable=False),
+    Column("confidence", Float, nullable=False),
+    Column("status", String(20), nullable=False),
+    _id("reviewer"),
+    _id("supersedes"),
+    _id("superseded_by"),
+    Column("permission_scope", J, nullable=False),
+    Column("valid_from_us", BigInteger, nullable=False),
+    Column("valid_to_us", BigInteger),
+    Column("expires_at_us", BigInteger),
+    Column("created_at_us", BigInteger, nullable=False),
+    Column("updated_at_us", BigInteger, nullable=False),
+    Column("version", BigInteger, nullable=False),
+    Index("ix_memory_owner", "owner"),
+    Index("ix_memory_scope_status", "scope", "status"),
+    Index("ix_memory_room", "room_id"),
+)
+
+wakes = Table(
+    "wakes", metadata,
+    _id("wake_id", primary_key=True),
+    _id("target_agent", nullable=False),
+    Column("cause", String(200), nullable=False),
+    _id("cause_event_id"),
+    Column("status", String(20), nullable=False),
+    Column("priority", Integer, nullable=False),
+    Column("not_before_us", BigInteger, nullable=False),
+    Column("payload", J, nullable=False),
+    Column("payload_refs", J, nullable=False),
+    Column("base_state_version", BigInteger),
+    Column("authority_scope", J, nullable=False),
+    Column("idempotency_key", String(256), nullable=False),
+    _id("lease_owner"),
+    Column("lease_until_us", BigInteger),
+    Column("attempts", Integer, nullable=False),
+    Column("created_at_us", BigInteger, nullable=False),
+    Column("updated_at_us", BigInteger, nullable=False),
+    Column("version", BigInteger, nullable=False),
+    UniqueConstraint("idempotency_key", name="ux_wakes_idempotency_key"),
+    Index("ix_wakes_due", "status", "not_before_us"),
+    Index("ix_wakes_target", "target_agent", "status"),
+)
+
+handoffs = Table(
+    "handoffs", metadata,
+    _id("handoff_id", primary_key=True),
+    _id("source_agent", nullable=False),
+    _id("target_agent", nullable=False),
+    _id("task_id", nullable=False),
+    Column("goal", Text, nullable=False),
+    Column("current_state_ref", String(256)),
+    Column("evidence_refs", J, nullable=False),
+    Column("artifact_refs", J, nullable=False),
+    Column("constraints", J, nullable=False),
+    Column("authority_scope", J, nullable=False),
+    Column("expected_output", Text),
+    _id("return_route"),
+    Column("status", String(20), nullable=False),
+    Column("result", J),
+    Column("reason", Text),
+    Column("created_at_us", BigInteger, nullable=False),
+    Column("updated_at_us", BigInteger, nullable=False),
+    Column("version", BigInteger, nullable=False),
+    Index("ix_handoffs_target", "target_agent", "status"),
+)
+
+receipts = Table(
+    "receipts", metadata,
+    _id("receipt_id", primary_key=True),
+    _id("wake_id", ForeignKey("wakes.wake_id"), unique=True),  # every wake ends in exactly one receipt
+    _id("agent_id", nullable=False),
+    _id("task_id"),
+    Column("decision", String(20), nullable=False),
+    Column("outcome", String(20), nullable=False),
+    Column("reason", Text),
+    Column("observed_state_version", BigInteger),
+    Column("topology_version", BigInteger),
+    Column("base_state_version", BigInteger),
+    Column("resulting_state_version", BigInteger),
+    Column("action_refs", J, nullable=False),
+    Column("artifact_refs", J, nullable=False),
+    _id("next_wake"),
+    Column("policy_epoch", String(100)),
+    Column("payload", J, nullable=False),
+    Column("created_at_us", BigInteger, nullable=False),
+    Index("ix_receipts_agent", "agent_id"),
+)
+
+topology_versions = Table(
+    "topology_versions", metadata,
+    Column("version", BigInteger, primary_key=True, autoincrement=False),
+    _id("created_by", nullable=False),
+    Column("reason", String(500), nullable=False),
+    Column("created_at_us", BigInteger, nullable=False),
+)
+
+topology_edges = Table(
+    "topology_edges", metadata,
+    _id("source_agent", primary_key=True),
+    _id("target_agent", primary_key=True),
+    Column("edge_type", String(20), primary_key=True),
+    Column("scope", String(200), nullable=False),
+    Column("weight", Float, nullable=False),
+    Column("active", Boolean, nullable=False),
+    Column("topology_version", BigInteger, nullable=False),
+    Column("updated_at_us", BigInteger, nullable=False),
+    Column("version", BigInteger, nullable=False),
+)
+
+rooms = Table(
+    "rooms", metadata,
+    _id("room_id", primary_key=True),
+    Column("goal", Text, nullable=False),
+    Column("status", String(20), nullable=False),
+    _id("opened_by", nullable=False),
+    Column("context_scope", J, nullable=False),
+    Column("authority_scope", J, nullable=False),
+    Column("stop_condition", Text),
+    Column("created_at_us", BigInteger, nullable=False),
+    Column("closed_at_us", BigInteger),
+    Column("version", BigInteger, nullable=False),
+)
+
+room_members = Table(
+    "room_members", metadata,
+    _id("room_id", ForeignKey("rooms.room_id"), primary_key=True),
+    _id("agent_id", primary_key=True),
+    Column("active", Boolean, nullable=False),
+    Column("joined_at_us", BigInteger, nullable=False),
+    Column("left_at_us", BigInteger),
+    Column("version", BigInteger, nullable=False),
+    Index("ix_room_members_agent", "agent_id", "active"),
+)
+
+provenance_edges = Table(
+    "provenance_edges", metadata,
+    _id("edge_id", primary_key=True),
+    Column("src_kind", String(50), nullable=False),
+    Column("src_id", String(300), nullable=False),
+    Column("dst_kind", String(50), nullable=False),
+    Column("dst_id", String(300), nullable=False),
+    Column("relation", String(50), nullable=False),
+    _id("event_id", nullable=False),
+    Column("created_at_us", BigInteger, nullable=False),
+    Index("ix_provenance_src", "src_kind", "src_id"),
+    Index("ix_provenance_dst", "dst_kind", "dst_id"),
+)
+
+messages = Table(
+    "messages", metadata,
+    _id("message_id", primary_key=True),
+    _id("channel", nullable=False),
+    _id("sender", nullable=False),
+    Column("recipient_kind", String(20), nullable=False),
+    _id("recipient"),
+    Column("body", Text, nullable=False),
+    Column("payload", J, nullable=False),
+    _id("correlation_id"),
+    _id("reply_to"),
+    Column("created_at_us", BigInteger, nullable=False),
+    Index("ix_messages_channel", "channel"),
+)
+
+deliveries = Table(
+    "deliveries", metadata,
+    _id("delivery_id", primary_key=True),
+    _id("message_id", ForeignKey("messages.message_id"), nullable=False),
+    Column("recipient_kind", String(20), nullable=False),
+    _id("recipient"),
+    Column("status", String(20), nullable=False),
+    _id("claimed_by"),
+    Column("updated_at_us", BigInteger, nullable=False),
+    Column("version", BigInteger, nullable=False),
+    Index("ix_deliveries_recipient", "recipient_kind", "recipient", "status"),
+    Index("ix_deliveries_message", "message_id"),
+)
+
+snapshots = Table(
+    "snapshots", metadata,
+    _id("snapshot_id", primary_key=True),
+    Column("at_seq", BigInteger, nullable=False),
+    Column("content", J, nullable=False),
+    _id("created_by", nullable=False),
+    Column("created_at_us", BigInteger, nullable=False),
+)
+
+# Projections of the event log, in an order that satisfies foreign keys.
+STATE_TABLES: tuple[Table, ...] = (
+    agents, sessions, state_entries, tasks, artifacts, artifact_versions, memory, wakes, handoffs,
+    receipts, topology_versions, topology_edges, rooms, room_members, provenance_edges, messages,
+    deliveries,
+)
+TABLES: dict[str, Table] = {t.name: t for t in metadata.sorted_tables}
+
+
+def primary_key(table: Table) -> tuple[str, ...]:
+    return tuple(c.name for c in table.primary_key.columns)
+
+
+__all__ = ["STATE_TABLES", "TABLES", "metadata", "primary_key"]
