@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from engine.settings import Settings
 from engine.sources import Clock, IdSource
 from engine.world.artifacts import ArtifactCalls
 from engine.world.channels import ChannelCalls
@@ -37,6 +38,14 @@ class World(ChannelCalls, StateCalls, TaskCalls, ArtifactCalls, MemoryCalls, Wak
         if init:
             store.init(world.clock.now_us())
         return world
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, clock: Clock | None = None, ids: IdSource | None = None,
+                      init: bool = True) -> World:
+        """Open the world the settings describe (creating a SQLite file's directory if needed)."""
+        settings.ensure_sqlite_parent()
+        return cls.open(settings.db_url, artifact_dir=settings.resolved_artifact_dir(), clock=clock, ids=ids,
+                        options=settings.database_options(), init=init)
 
     def close(self) -> None:
         self.store.close()

@@ -1,0 +1,63 @@
+"""Runtime settings, read once from the environment (prefix ``PMW_``) or given explicitly.
+
+``PMW_DB_URL``          database URL; default ``sqlite:///./pmw-data/world.db`` (SQLite, WAL)
+``PMW_ARTIFACT_DIR``    artifact content directory; default ``artifacts/`` beside a SQLite file, else
+                        ``./pmw-data/artifacts``
+``PMW_SQLITE_SYNCHRONOUS``  ``NORMAL`` (default) or ``FULL``
+``PMW_BUSY_TIMEOUT_MS`` SQLite busy timeout (default 30000)
+
+A bad value fails with :class:`~engine.errors.InvalidInput` naming the variable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from engine.errors import InvalidInput
+from store import DatabaseOptions
+
+DEFAULT_DB_URL = "sqlite:///./pmw-data/world.db"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PMW_", extra="ignore", frozen=True)
+
+    db_url: str = DEFAULT_DB_URL
+    artifact_dir: Path | None = None
+    sqlite_synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
+    busy_timeout_ms: int = Field(default=30_000, ge=0, le=600_000)
+
+    def resolved_artifact_dir(self) -> Path:
+        if self.artifact_dir is not None:
+            return self.artifact_dir
+        prefix = "sqlite:///"
+        if self.db_url.startswith(prefix) and len(self.db_url) > len(prefix):
+            return Path(self.db_url[len(prefix):]).expanduser().resolve().parent / "artifacts"
+        return Path("pmw-data/artifacts").resolve()
+
+    def database_options(self) -> DatabaseOptions:
+        return DatabaseOptions(sqlite_synchronous=self.sqlite_synchronous, busy_timeout_ms=self.busy_timeout_ms)
+
+    def ensure_sqlite_parent(self) -> None:
+        """Create the directory of a SQLite database file if it does not exist yet."""
+        prefix = "sqlite:///"
+        if self.db_url.startswith(prefix) and len(self.db_url) > len(prefix):
+            Path(self.db_url[len(prefix):]).expanduser().parent.mkdir(parents=True, exist_ok=True)
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings from the environment, with explicit ``overrides`` (``None`` values ignored)."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return Settings(**given)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = "PMW_" + str(first["loc"][0]).upper() if first["loc"] else "PMW settings"
+        raise InvalidInput(name, first["msg"]) from exc
+
+
+__all__ = ["DEFAULT_DB_URL", "Settings", "load_settings"]
