@@ -98,7 +98,7 @@ class NotFound(PMWError):
     code = "not_found"
     exit_code = 4
 
-    def __init__(self, kind: str, id: str) -> None:  # noqa: A002 - the domain's word
+    def __init__(self, kind: str, id: str) -> None:
         super().__init__(f"{kind} {id!r} not found")
         self.kind = kind
         self.id = id
@@ -119,7 +119,7 @@ class VersionConflict(ConflictError):
 
     code = "version_conflict"
 
-    def __init__(self, kind: str, id: str, expected: int, current: int) -> None:  # noqa: A002
+    def __init__(self, kind: str, id: str, expected: int, current: int) -> None:
         super().__init__(f"{kind} {id!r}: expected version {expected}, current version is {current}")
         self.kind = kind
         self.id = id
@@ -135,7 +135,7 @@ class AlreadyExists(ConflictError):
 
     code = "already_exists"
 
-    def __init__(self, kind: str, id: str) -> None:  # noqa: A002
+    def __init__(self, kind: str, id: str) -> None:
         super().__init__(f"{kind} {id!r} already exists")
         self.kind = kind
         self.id = id
@@ -193,7 +193,7 @@ class IllegalTransition(PMWError):
     code = "illegal_transition"
     exit_code = 6
 
-    def __init__(self, kind: str, id: str, status: str, action: str) -> None:  # noqa: A002
+    def __init__(self, kind: str, id: str, status: str, action: str) -> None:
         super().__init__(f"{kind} {id!r} in status {status!r} does not allow {action!r}")
         self.kind = kind
         self.id = id
@@ -210,7 +210,7 @@ class NotPermitted(PMWError):
     code = "not_permitted"
     exit_code = 6
 
-    def __init__(self, actor: str, action: str, kind: str, id: str, reason: str) -> None:  # noqa: A002
+    def __init__(self, actor: str, action: str, kind: str, id: str, reason: str) -> None:
         super().__init__(f"{actor!r} may not {action} {kind} {id!r}: {reason}")
         self.actor = actor
         self.action = action

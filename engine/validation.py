@@ -49,10 +49,12 @@ E = TypeVar("E", bound=StrEnum)
 
 def parse_enum(field: str, enum: type[E], value: object) -> E:
     """``enum(value)`` or :class:`InvalidInput` listing the allowed values."""
+    allowed = ", ".join(m.value for m in enum)
+    if not isinstance(value, str):
+        raise InvalidInput(field, f"{value!r} is not one of: {allowed}")
     try:
         return enum(value)
     except ValueError:
-        allowed = ", ".join(m.value for m in enum)
         raise InvalidInput(field, f"{value!r} is not one of: {allowed}") from None
 
 

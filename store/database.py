@@ -86,18 +86,16 @@ class Database:
     @contextmanager
     def write(self) -> Iterator[Connection]:
         """A write transaction: committed on normal exit, rolled back on any exception."""
-        with self._guard(), self.engine.connect() as conn:
-            if self.dialect == "sqlite":
-                conn = conn.execution_options(pmw_begin="IMMEDIATE")
+        with self._guard(), self.engine.connect() as raw:
+            conn = raw.execution_options(pmw_begin="IMMEDIATE") if self.dialect == "sqlite" else raw
             with conn.begin():
                 yield conn
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
         """A read transaction with one consistent view (SQLite WAL snapshot / PostgreSQL REPEATABLE READ)."""
-        with self._guard(), self.engine.connect() as conn:
-            if self.dialect == "postgresql":
-                conn = conn.execution_options(isolation_level="REPEATABLE READ")
+        with self._guard(), self.engine.connect() as raw:
+            conn = raw.execution_options(isolation_level="REPEATABLE READ") if self.dialect == "postgresql" else raw
             with conn.begin():
                 yield conn
 

@@ -6,7 +6,7 @@ compare-and-set on the version makes the check-and-write atomic.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -22,7 +22,7 @@ class Transition:
 class Lifecycle:
     """A named set of transitions ``action: sources -> target`` for one kind of object."""
 
-    def __init__(self, kind: str, transitions: Mapping[str, tuple[set[StrEnum], StrEnum]]) -> None:
+    def __init__(self, kind: str, transitions: Mapping[str, tuple[Collection[StrEnum], StrEnum]]) -> None:
         self.kind = kind
         self._transitions = {
             action: Transition(frozenset(s.value for s in sources), target.value)

@@ -121,11 +121,11 @@ class WorldCore:
         key_field = {"tasks": "task_id", "memory": "memory_id", "wakes": "wake_id",
                      "handoffs": "handoff_id", "rooms": "room_id", "deliveries": "delivery_id",
                      "sessions": "session_id", "artifacts": "artifact_id"}[table]
-        current = model.model_validate(self._row(table, kind, ident, **{key_field: ident}))
-        version = int(getattr(current, "version"))
+        row = self._row(table, kind, ident, **{key_field: ident})
+        current, version = model.model_validate(row), int(row["version"])
         if expected_version is not None and expected_version != version:
             raise VersionConflict(kind, ident, expected_version, version)
-        status = lifecycle.target(ident, str(getattr(current, status_field)), action)
+        status = lifecycle.target(ident, str(row[status_field]), action)
         if check is not None:
             check(current)
         new_values = {status_field: status, **(values or {})}

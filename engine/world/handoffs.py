@@ -6,6 +6,7 @@ in the same transaction (the task id stays; the task outlives its executor).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import Field
@@ -46,10 +47,10 @@ class HandoffCalls(WorldCore):
         constraints, authority_scope, expected_output, return_route; plus ``op_id`` and ``cause``."""
         op_id, cause = packet.pop("op_id", None), packet.pop("cause", None)
         req = build(CreateHandoff, target_agent=target_agent, task_id=task_id, goal=goal, **packet)
-        return self._write("create_handoff", actor, req, lambda now: self._plan_create(actor, req, now),
+        return self._write("create_handoff", actor, req, lambda now: self._plan_create_handoff(actor, req, now),
                            Handoff, op_id=op_id, cause=cause)
 
-    def _plan_create(self, actor: str, req: CreateHandoff, now: int) -> Plan:
+    def _plan_create_handoff(self, actor: str, req: CreateHandoff, now: int) -> Plan:
         task = self._load(Task, "tasks", "task", req.task_id, task_id=req.task_id)
         holder = task.assignee or task.owner_agent
         if holder != actor:
@@ -95,7 +96,8 @@ class HandoffCalls(WorldCore):
             return self._handoff_plan(h, actor, "reject", now, values={"reason": reason})
         return self._handoff_write("reject", actor, handoff_id, plan, op_id, cause, reason=reason)
 
-    def _handoff_write(self, action: str, actor: str, handoff_id: str, plan: Any, op_id: str | None,
+    def _handoff_write(self, action: str, actor: str, handoff_id: str, plan: Callable[[int], Plan],
+                       op_id: str | None,
                        cause: Cause | None, **fields: Any) -> Handoff:
         req = build(HandoffAction, handoff_id=handoff_id, action=action, **fields)
         return self._write(f"{action}_handoff", actor, req, plan, Handoff, op_id=op_id, cause=cause)

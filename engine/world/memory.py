@@ -7,6 +7,7 @@ Revoking a source revokes what was derived from it (through provenance ``derived
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import Field
@@ -179,8 +180,8 @@ class MemoryCalls(WorldCore):
 
     def _memory_action(self, action: str, actor: str, memory_id: str, expected_version: int | None,
                        op_id: str | None, cause: Cause | None, *, values: dict[str, Any] | None = None,
-                       check: Any = None, reason: str | None = None, other: str | None = None,
-                       extra: Any = None) -> Memory:
+                       check: Callable[[Memory], None] | None = None, reason: str | None = None,
+                       other: str | None = None, extra: Callable[[int], list[Change]] | None = None) -> Memory:
         req = build(MemoryAction, memory_id=memory_id, action=action, other=other,
                     expected_version=expected_version, reason=reason)
 

@@ -44,10 +44,10 @@ class TaskCalls(WorldCore):
         """Create an open task owned by ``actor``. Dependencies must name existing tasks."""
         req = build(CreateTask, goal=goal, task_id=task_id, dependencies=dependencies or [],
                     constraints=constraints or {}, deadline_us=deadline_us)
-        return self._write("create_task", actor, req, lambda now: self._plan_create(actor, req, now), Task,
+        return self._write("create_task", actor, req, lambda now: self._plan_create_task(actor, req, now), Task,
                            op_id=op_id, cause=cause)
 
-    def _plan_create(self, actor: str, req: CreateTask, now: int) -> Plan:
+    def _plan_create_task(self, actor: str, req: CreateTask, now: int) -> Plan:
         for dep in req.dependencies:
             self._row("tasks", "task", dep, task_id=dep)
         tid = req.task_id or self.ids.new("tsk")

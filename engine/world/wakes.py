@@ -18,7 +18,7 @@ from engine.models.receipts import Decision, Outcome, Receipt
 from engine.models.wakes import WAKE_LIFECYCLE, EnqueueResult, Wake, WakeStatus
 from engine.validation import build, check_id, parse_enum
 from engine.world.core import Cause, Plan, WorldCore
-from store import Insert, Update
+from store import Insert
 
 MAX_CLAIM_CANDIDATES = 16
 
@@ -113,7 +113,8 @@ class WakeCalls(WorldCore):
         for row in self.store.read.due_wakes(now, MAX_CLAIM_CANDIDATES, agent_id):
             req = build(ClaimWake, wake_id=row["wake_id"], lease_seconds=lease_seconds)
             try:
-                return self._write("claim_wake", worker, req, lambda now: self._plan_claim(worker, req, now),
+                return self._write("claim_wake", worker, req,
+                                   lambda now, req=req: self._plan_claim(worker, req, now),  # type: ignore[misc]
                                    Wake, op_id=None, cause=cause)
             except (VersionConflict, LeaseHeld):
                 continue  # another worker took it first; try the next candidate
@@ -176,7 +177,7 @@ class WakeCalls(WorldCore):
         return Receipt(receipt_id=self.ids.new("rcp"), created_at_us=now, **req.model_dump())
 
     def _plan_finish(self, actor: str, req: WriteReceipt, action: str, now: int) -> Plan:
-        assert req.wake_id is not None  # noqa: S101 - built by ack/cancel with a wake id
+        assert req.wake_id is not None
 
         def check(w: Wake) -> None:
             if action == "ack" and w.lease_owner != actor:

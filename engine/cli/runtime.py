@@ -1,0 +1,141 @@
+"""What every command shares: the global options, one World per invocation, argument parsing and the
+mapping of :class:`~engine.errors.PMWError` to an exit code.
+
+A command body runs inside ``with invocation(ctx) as run:``. Inside it, the command parses its
+arguments (JSON with :func:`json_arg`), calls exactly one World method on ``run.world`` and prints the
+result with ``run.show``. A ``PMWError`` raised anywhere in the block is printed (``to_dict()`` JSON on
+stderr with ``--json``, else one ``error:`` line) and becomes the process exit code; never a traceback.
+The World is opened lazily, on first use of ``run.world``, so arguments are checked before the store is
+touched, and it is closed when the block ends.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import typer
+
+from engine.cli.output import emit, report_error
+from engine.errors import InvalidInput, PMWError, StoreUnavailable
+from engine.settings import Settings, load_settings
+from engine.world import World
+
+ACTOR_HINT = "this command acts as an agent: give --as ACTOR or set PMW_ACTOR"
+
+
+@dataclass(frozen=True)
+class Globals:
+    """The root options: ``db`` (None: PMW_DB_URL or the default), ``actor`` (--as / PMW_ACTOR), ``json``."""
+
+    db: str | None = None
+    actor: str | None = None
+    json: bool = False
+
+
+def globals_of(ctx: typer.Context) -> Globals:
+    """The root callback's options (defaults if the root callback did not run)."""
+    found = ctx.find_object(Globals)
+    return found if found is not None else Globals()
+
+
+class Run:
+    """One command invocation: its options, its (lazily opened) World and its output."""
+
+    def __init__(self, options: Globals) -> None:
+        self.options = options
+        self._world: World | None = None
+
+    @property
+    def actor(self) -> str:
+        """The acting agent id; ``InvalidInput`` (exit 3) naming --as / PMW_ACTOR when not given."""
+        if not self.options.actor:
+            raise InvalidInput("--as", ACTOR_HINT)
+        return self.options.actor
+
+    @property
+    def actor_or_none(self) -> str | None:
+        """The acting agent id if given (the World then defaults it, e.g. to the agent itself)."""
+        return self.options.actor or None
+
+    def settings(self) -> Settings:
+        """Settings from the environment with ``--db`` applied."""
+        return load_settings(db_url=self.options.db)
+
+    @property
+    def world(self) -> World:
+        """The World of ``--db``, opened (and migrated) on first use."""
+        if self._world is None:
+            self._world = self.open(self.settings())
+        return self._world
+
+    def open(self, settings: Settings, **kwargs: Any) -> World:
+        """Open the world ``settings`` describe (``kwargs`` go to ``World.from_settings``) and own it."""
+        try:
+            world = World.from_settings(settings, **kwargs)
+        except OSError as exc:  # e.g. the SQLite file's directory cannot be created
+            raise StoreUnavailable(f"cannot open {settings.db_url!r}: {exc}") from exc
+        self.close()
+        self._world = world
+        return world
+
+    def show(self, value: Any, *, columns: Sequence[str] | None = None) -> None:
+        """Print ``value`` (a model, a list of models or None) as JSON or for humans."""
+        emit(value, as_json=self.options.json, columns=columns)
+
+    def close(self) -> None:
+        if self._world is not None:
+            self._world.close()
+            self._world = None
+
+
+@contextmanager
+def invocation(ctx: typer.Context, *, writes: bool = False) -> Iterator[Run]:
+    """Run one command: a write command checks ``--as`` first; a ``PMWError`` becomes its exit code."""
+    options = globals_of(ctx)
+    run = Run(options)
+    try:
+        if writes:
+            _ = run.actor
+        yield run
+    except PMWError as exc:
+        report_error(exc, as_json=options.json)
+        raise typer.Exit(exc.exit_code) from None
+    finally:
+        run.close()
+
+
+def json_arg(option: str, text: str | None) -> Any:
+    """``json.loads(text)`` (None stays None); bad JSON is ``InvalidInput`` naming ``option``."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise InvalidInput(option, f"not valid JSON: {exc}") from None
+
+
+def json_object(option: str, text: str | None) -> dict[str, Any] | None:
+    """A JSON object argument (payloads, constraints, results); anything else is ``InvalidInput``."""
+    value = json_arg(option, text)
+    if value is not None and not isinstance(value, dict):
+        raise InvalidInput(option, f"must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def listed(values: Sequence[str] | None) -> list[str] | None:
+    """A repeatable option's values (None when not given)."""
+    return list(values) if values else None
+
+
+def choices(enum: type[StrEnum]) -> str:
+    """The allowed values of an enum, for help texts."""
+    return ", ".join(m.value for m in enum)
+
+
+__all__ = ["ACTOR_HINT", "Globals", "Run", "choices", "globals_of", "invocation", "json_arg", "json_object",
+           "listed"]
