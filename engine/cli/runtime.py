@@ -94,12 +94,13 @@ class Run:
 
 
 @contextmanager
-def invocation(ctx: typer.Context, *, writes: bool = False) -> Iterator[Run]:
-    """Run one command: a write command checks ``--as`` first; a ``PMWError`` becomes its exit code."""
+def invocation(ctx: typer.Context, *, acting: bool = False) -> Iterator[Run]:
+    """Run one command. ``acting``: the command acts as ``--as`` (every write, and reads scoped to an
+    agent), checked before anything else. A ``PMWError`` is reported and becomes the exit code."""
     options = globals_of(ctx)
     run = Run(options)
     try:
-        if writes:
+        if acting:
             _ = run.actor
         yield run
     except PMWError as exc:

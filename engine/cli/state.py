@@ -31,7 +31,7 @@ def set_(
     op_id: OpId = None,
 ) -> None:
     """Write VALUE_JSON to KEY only if KEY is at --expect-version."""
-    with invocation(ctx, writes=True) as run:
+    with invocation(ctx, acting=True) as run:
         parsed = json_arg("VALUE_JSON", value)
         run.show(run.world.compare_and_set_state(run.actor, key, expect_version, parsed, op_id=op_id))
 

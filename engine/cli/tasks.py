@@ -27,7 +27,7 @@ def create(
     op_id: OpId = None,
 ) -> None:
     """Create an open task owned by the acting agent."""
-    with invocation(ctx, writes=True) as run:
+    with invocation(ctx, acting=True) as run:
         parsed = json_object("--constraints", constraints)
         run.show(run.world.create_task(run.actor, goal, task_id=task_id, dependencies=listed(depends_on),
                                        constraints=parsed, deadline_us=deadline_us, op_id=op_id))
@@ -57,7 +57,7 @@ def assign(ctx: typer.Context, task_id: TaskId,
            assignee: Annotated[str, typer.Argument(help="The agent to offer the task to.")],
            expect_version: ExpectVersion = None, op_id: OpId = None) -> None:
     """Offer the task to an agent (only its owner may)."""
-    with invocation(ctx, writes=True) as run:
+    with invocation(ctx, acting=True) as run:
         run.show(run.world.assign_task(run.actor, task_id, assignee, expected_version=expect_version,
                                        op_id=op_id))
 
@@ -65,7 +65,7 @@ def assign(ctx: typer.Context, task_id: TaskId,
 @group.command("claim")
 def claim(ctx: typer.Context, task_id: TaskId, expect_version: ExpectVersion = None, op_id: OpId = None) -> None:
     """Take the task (one of many concurrent claimers wins; the others exit 5 or 6)."""
-    with invocation(ctx, writes=True) as run:
+    with invocation(ctx, acting=True) as run:
         run.show(run.world.claim_task(run.actor, task_id, expected_version=expect_version, op_id=op_id))
 
 
@@ -78,7 +78,7 @@ def complete(
     op_id: OpId = None,
 ) -> None:
     """Finish a claimed task (only its assignee may)."""
-    with invocation(ctx, writes=True) as run:
+    with invocation(ctx, acting=True) as run:
         parsed = json_object("--result", result)
         run.show(run.world.complete_task(run.actor, task_id, parsed, expected_version=expect_version,
                                          op_id=op_id))
@@ -88,7 +88,7 @@ def complete(
 def fail(ctx: typer.Context, task_id: TaskId, reason: Reason, expect_version: ExpectVersion = None,
          op_id: OpId = None) -> None:
     """Record that the assignee could not finish the task."""
-    with invocation(ctx, writes=True) as run:
+    with invocation(ctx, acting=True) as run:
         run.show(run.world.fail_task(run.actor, task_id, reason, expected_version=expect_version, op_id=op_id))
 
 
@@ -96,7 +96,7 @@ def fail(ctx: typer.Context, task_id: TaskId, reason: Reason, expect_version: Ex
 def release(ctx: typer.Context, task_id: TaskId, expect_version: ExpectVersion = None,
             op_id: OpId = None) -> None:
     """Give the task back (open again); its assignee or owner may."""
-    with invocation(ctx, writes=True) as run:
+    with invocation(ctx, acting=True) as run:
         run.show(run.world.release_task(run.actor, task_id, expected_version=expect_version, op_id=op_id))
 
 
@@ -104,6 +104,6 @@ def release(ctx: typer.Context, task_id: TaskId, expect_version: ExpectVersion =
 def abort(ctx: typer.Context, task_id: TaskId, reason: Reason, expect_version: ExpectVersion = None,
           op_id: OpId = None) -> None:
     """Stop the task for good (only its owner may)."""
-    with invocation(ctx, writes=True) as run:
+    with invocation(ctx, acting=True) as run:
         run.show(run.world.abort_task(run.actor, task_id, reason, expected_version=expect_version,
                                       op_id=op_id))

@@ -1,0 +1,64 @@
+"""The root of ``pmw``: global options, command groups and :func:`main`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from engine.cli import agents, artifacts, events, handoffs, memory, receipts, state, tasks, topology, wakes
+from engine.cli.runtime import Globals
+from engine.cli.world_cmds import register
+
+EXIT_CODES = """\
+Exit codes:
+
+\b
+  0  success
+  1  a demo check failed (or an unexpected internal error)
+  2  usage error: unknown command or option, wrong argument type, missing argument
+  3  invalid input: bad id, bad JSON, unknown value, payload over 64 KiB, missing --as
+  4  not found
+  5  conflict: stale --expect-version, already exists, --op-id reused, terminal owned, lease held
+  6  illegal transition or not permitted
+  7  artifact corrupted (checksum mismatch)
+  8  store unavailable
+"""
+
+app = typer.Typer(
+    name="pmw",
+    help="PMW: the persistent multi-agent workspace. Every command opens the shared world, makes one call "
+         "and prints its result (--json: the models as JSON on stdout; errors as JSON on stderr).",
+    epilog=EXIT_CODES,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    add_completion=False,
+)
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    db: Annotated[str | None, typer.Option(
+        "--db", metavar="URL", help="Database URL (default: PMW_DB_URL, else sqlite:///./pmw-data/world.db).")]
+    = None,
+    actor: Annotated[str | None, typer.Option(
+        "--as", metavar="ACTOR", envvar="PMW_ACTOR", help="The acting agent id (needed by writes).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine output: JSON on stdout, errors on stderr.")]
+    = False,
+) -> None:
+    """Store the global options for the command that follows."""
+    ctx.obj = Globals(db=db, actor=actor, json=as_json)
+
+
+for _name, _module in (("agents", agents), ("state", state), ("tasks", tasks), ("memory", memory),
+                       ("wakes", wakes), ("handoffs", handoffs), ("receipts", receipts), ("events", events),
+                       ("artifacts", artifacts), ("topology", topology)):
+    app.add_typer(_module.group, name=_name)
+register(app)
+
+
+def main() -> None:
+    """The ``pmw`` console script."""
+    app(prog_name="pmw")

@@ -1,0 +1,27 @@
+"""Conformance: ordered migrations, idempotent on an existing database."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.world import World
+from store import LATEST, Store
+
+
+def test_init_applies_every_migration_once(db_url: str) -> None:
+    store = Store(db_url)
+    assert store.schema_version() == 0
+    assert store.init(1) == list(range(1, LATEST + 1))
+    assert store.init(2) == []
+    assert store.schema_version() == LATEST
+    store.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite-file", "postgres"], indirect=True)  # memory: new db per Store
+def test_init_on_a_populated_database_keeps_the_data(db_url: str) -> None:
+    w = World.open(db_url)
+    w.register_agent("a", "A", "worker", "t")
+    w.close()
+    again = World.open(db_url)
+    assert again.get_agent("a").display_name == "A"
+    again.close()
