@@ -13,6 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from sqlalchemy import create_engine
+
 INSTALL_HINT = ("PostgreSQL server binaries (initdb, pg_ctl, postgres) are not on PATH; "
                 "install them with `apt-get install postgresql` (Debian) and retry")
 
@@ -50,8 +52,12 @@ class PgCluster:
     def create_database(self) -> str:
         """A fresh, empty database; returns its URL."""
         name = f"t{os.getpid()}_{next(self._names)}"
-        self._run("psql", "-h", str(self.dir), "-U", "postgres", "-d", "postgres", "-q", "-c",
-                  f"CREATE DATABASE {name} TEMPLATE template0")
+        admin = create_engine(self.url(), isolation_level="AUTOCOMMIT")
+        try:
+            with admin.connect() as conn:
+                conn.exec_driver_sql(f"CREATE DATABASE {name} TEMPLATE template0")
+        finally:
+            admin.dispose()
         return self.url(name)
 
     def stop(self) -> None:

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Create (or reuse) the project's virtual environment in .venv and install PMW into it.
+# Usage: source scripts/bootstrap.sh [EXTRAS]   e.g. EXTRAS=dev  -> pip install -e '.[dev]'
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+extras="${1:-}"
+
+pick_python() {
+  for py in python3.12 python3.11 python3; do
+    if command -v "$py" >/dev/null 2>&1 &&
+       "$py" -c 'import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] < (3, 13) else 1)' 2>/dev/null; then
+      echo "$py"; return 0
+    fi
+  done
+  echo "PMW needs Python 3.11 or 3.12 (durable-rules does not import on 3.13); none found on PATH" >&2
+  return 1
+}
+
+if [ ! -x "$here/.venv/bin/python" ]; then
+  py="$(pick_python)"
+  "$py" -m venv "$here/.venv"
+  "$here/.venv/bin/python" -m pip install -q --upgrade pip
+fi
+spec="$here"
+[ -n "$extras" ] && spec="$here[$extras]"
+"$here/.venv/bin/python" -m pip install -q -e "$spec"
+
+# Debian keeps the PostgreSQL server binaries outside PATH; the tests look for initdb/pg_ctl/postgres.
+if ! command -v initdb >/dev/null 2>&1; then
+  for d in /usr/lib/postgresql/*/bin; do
+    [ -x "$d/initdb" ] && export PATH="$d:$PATH" && break
+  done
+fi
+export PATH="$here/.venv/bin:$PATH"
