@@ -7,6 +7,7 @@ the Unix epoch, UTC: exact, comparable and the same on every store backend.
 
 from __future__ import annotations
 
+import base64
 import os
 import random
 import threading
@@ -51,27 +52,21 @@ class ManualClock:
 
 
 class IdSource(Protocol):
-    """A source of new identifiers of the form ``<prefix>_<26 lowercase base32 chars>``."""
+    """A source of new identifiers of the form ``<prefix>_<26 lowercase base32 chars>`` (130 bits)."""
 
     def new(self, prefix: str) -> str: ...
 
 
-_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
-
-
-def _encode(value: int, width: int = 26) -> str:
-    chars = []
-    for _ in range(width):
-        value, rem = divmod(value, 32)
-        chars.append(_ALPHABET[rem])
-    return "".join(reversed(chars))
+def _encode(raw: bytes) -> str:
+    """26 lowercase RFC 4648 base32 characters from 17 bytes (the first 130 bits)."""
+    return base64.b32encode(raw).decode()[:26].lower()
 
 
 class RandomIds:
-    """Unpredictable ids from the OS random source (130 bits)."""
+    """Unpredictable ids from the OS random source."""
 
     def new(self, prefix: str) -> str:
-        return f"{prefix}_{_encode(int.from_bytes(os.urandom(17), 'big'))}"
+        return f"{prefix}_{_encode(os.urandom(17))}"
 
 
 class SeededIds:
@@ -83,7 +78,7 @@ class SeededIds:
 
     def new(self, prefix: str) -> str:
         with self._lock:
-            return f"{prefix}_{_encode(self._random.getrandbits(130))}"
+            return f"{prefix}_{_encode(self._random.randbytes(17))}"
 
 
 __all__ = ["Clock", "IdSource", "ManualClock", "RandomIds", "SeededIds", "SystemClock"]

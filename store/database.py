@@ -53,6 +53,9 @@ class Database:
         else:
             raise InvalidInput("db_url", f"unsupported backend {backend!r}; use sqlite:/// or postgresql://")
         self._serial: threading.RLock | None = threading.RLock() if self.in_memory else None
+        self._local = threading.local()
+        self._writers: list[Any] = []
+        self._writers_lock = threading.Lock()
 
     def _sqlite_engine(self, url: str) -> Engine:
         kwargs: dict[str, Any] = {}
@@ -99,7 +102,55 @@ class Database:
             with conn.begin():
                 yield conn
 
+    def _sqlite_writer(self) -> Any:
+        """This thread's own SQLite write connection (detached from the pool, pragmas applied)."""
+        conn = getattr(self._local, "writer", None)
+        if conn is None:
+            conn = self.engine.raw_connection()
+            conn.detach()
+            self._local.writer = conn
+            with self._writers_lock:
+                self._writers.append(conn)
+        return conn
+
+    @contextmanager
+    def write_cursor(self) -> Iterator[Any]:
+        """A write transaction on the driver's own cursor (the gateway's hot path: no statement
+        compilation, and on a SQLite file no pool round trip). Committed on normal exit, rolled back on
+        any exception."""
+        with self._guard():
+            file_sqlite = self.dialect == "sqlite" and not self.in_memory
+            raw = self._sqlite_writer() if file_sqlite else self.engine.raw_connection()
+            try:
+                cur = raw.cursor()
+                if self.dialect == "sqlite":
+                    cur.execute("BEGIN IMMEDIATE")
+                try:
+                    yield cur
+                except BaseException:
+                    raw.rollback()
+                    raise
+                raw.commit()
+            finally:
+                if not file_sqlite:
+                    raw.close()
+
+    @property
+    def integrity_error(self) -> type[Exception]:
+        error: type[Exception] = self.engine.dialect.loaded_dbapi.IntegrityError
+        return error
+
+    @property
+    def database_error(self) -> type[Exception]:
+        error: type[Exception] = self.engine.dialect.loaded_dbapi.DatabaseError
+        return error
+
     def dispose(self) -> None:
+        with self._writers_lock:
+            writers, self._writers = self._writers, []
+        for conn in writers:
+            conn.close()
+        self._local = threading.local()
         self.engine.dispose()
 
 

@@ -2,25 +2,31 @@
 
 :func:`commit` applies a :class:`~store.changes.WriteRequest` in one database transaction:
 
-1. record the operation id in the ledger (a duplicate id with the same request hash returns the stored
-   result and writes nothing; with a different hash it is :class:`~engine.errors.OperationConflict`);
+1. append the event, which is also the operation's ledger entry (``UNIQUE(op_id)``): actor, causation,
+   correlation, base and resulting versions, policy epoch, topology version, the request hash, the
+   result, and the post-image of every row the request writes (so the log folds to the state). A
+   duplicate op id fails this first statement: the same request hash then returns the stored result and
+   writes nothing, a different one is :class:`~engine.errors.OperationConflict`;
 2. apply each change; an :class:`~store.changes.Update` is one compare-and-set statement
    (``UPDATE ... WHERE key AND version = :expected``); when no row changed, a second read tells
    :class:`~engine.errors.NotFound` from :class:`~engine.errors.VersionConflict` (with the current version);
-3. append the event (actor, causation, correlation, base and resulting versions, policy epoch, topology
-   version, and the post-image of every row it wrote, so the log folds to the state);
-4. insert the provenance edges.
+3. insert the provenance edges.
 
 Success is returned only after commit; any error rolls the whole transaction back.
+
+The statements run on the driver's cursor with SQL text built once per (dialect, table, columns): a
+commit costs two or three round trips to SQLite/PostgreSQL and no SQL compilation.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, Table, and_, insert, select, update
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy import JSON, Boolean, select
+from sqlalchemy.exc import OperationalError
 
 from engine.errors import (
     AlreadyExists,
@@ -33,102 +39,169 @@ from engine.errors import (
 )
 from store.changes import CommitOutcome, Insert, Provenance, StoredOperation, Update, WriteRequest
 from store.database import Database
-from store.schema import TABLES, events, operations, primary_key, provenance_edges
+from store.schema import TABLES, events, primary_key
 
 CommitHook = Callable[[WriteRequest], None]
 
 
-class _DuplicateOperation(Exception):
+class _DuplicateOperationError(Exception):
     """Internal: the operation id is already in the ledger (resolved after rollback)."""
 
 
-def _is_fk_violation(exc: IntegrityError) -> bool:
-    orig = exc.orig
-    sqlstate = getattr(orig, "sqlstate", None)
-    return sqlstate == "23503" or "FOREIGN KEY" in str(orig).upper()
+# -- statement text, built once ----------------------------------------------------------------------
+
+def _ph(dialect: str, name: str) -> str:
+    return f"%({name})s" if dialect == "postgresql" else f":{name}"
 
 
-def _table(name: str) -> Table:
-    try:
-        return TABLES[name]
-    except KeyError:  # a programming error in the caller, not bad user input
-        raise ValueError(f"unknown table {name!r}") from None
+def _table_name(name: str) -> str:
+    if name not in TABLES:  # a programming error in the caller, never user input
+        raise ValueError(f"unknown table {name!r}")
+    return name
 
 
-def _key_clause(table: Table, key: Mapping[str, Any]) -> Any:
-    if set(key) != set(primary_key(table)):
-        raise ValueError(f"key {sorted(key)} is not the primary key of {table.name}")
-    return and_(*(table.c[col] == val for col, val in key.items()))
+@lru_cache(maxsize=1024)
+def _insert_sql(dialect: str, table: str, columns: tuple[str, ...]) -> str:
+    known = TABLES[_table_name(table)].c
+    if unknown := [c for c in columns if c not in known]:
+        raise ValueError(f"{table} has no columns {unknown}")
+    return (f"INSERT INTO {table} ({', '.join(columns)}) "  # names come from the schema, never input
+            f"VALUES ({', '.join(_ph(dialect, c) for c in columns)})")
 
 
-def _apply_insert(conn: Connection, change: Insert) -> dict[str, Any]:
-    table = _table(change.table)
-    try:
-        conn.execute(insert(table), [dict(change.row)])
-    except IntegrityError as exc:
-        if _is_fk_violation(exc):
-            raise InvalidInput(change.kind, f"{change.ident!r} refers to a missing object") from exc
-        raise AlreadyExists(change.kind, change.ident) from exc
-    return {"table": table.name, "op": "insert",
-            "key": {c: change.row[c] for c in primary_key(table)}, "values": dict(change.row)}
+def _key_where(dialect: str, table: str) -> str:
+    return " AND ".join(f"{k} = {_ph(dialect, 'k_' + k)}" for k in primary_key(TABLES[table]))
 
 
-def _apply_update(conn: Connection, change: Update) -> dict[str, Any]:
-    table = _table(change.table)
-    where = _key_clause(table, change.key)
-    values = {**change.values, "version": change.expected_version + 1}
-    try:
-        result = conn.execute(
-            update(table).where(where, table.c.version == change.expected_version).values(values))
-    except IntegrityError as exc:
-        if _is_fk_violation(exc):
-            raise InvalidInput(change.kind, f"{change.ident!r} refers to a missing object") from exc
-        raise AlreadyExists(change.kind, change.ident) from exc
-    if result.rowcount != 1:
-        current = conn.execute(select(table.c.version).where(where)).scalar_one_or_none()
-        if current is None:
-            raise NotFound(change.kind, change.ident)
-        raise VersionConflict(change.kind, change.ident, change.expected_version, int(current))
-    return {"table": table.name, "op": "update", "key": dict(change.key), "values": values}
+@lru_cache(maxsize=1024)
+def _cas_sql(dialect: str, table: str, columns: tuple[str, ...]) -> str:
+    known = TABLES[_table_name(table)].c
+    if unknown := [c for c in columns if c not in known or c == "version"]:
+        raise ValueError(f"{table}: cannot set columns {unknown}")
+    sets = ", ".join(f"{c} = {_ph(dialect, c)}" for c in columns)
+    return (f"UPDATE {table} SET {sets}{', ' if sets else ''}version = {_ph(dialect, 'v_new')} "
+            f"WHERE {_key_where(dialect, table)} AND version = {_ph(dialect, 'v_expected')}")
+
+
+@lru_cache(maxsize=256)
+def _version_sql(dialect: str, table: str) -> str:
+    return f"SELECT version FROM {table} WHERE {_key_where(dialect, table)}"
+
+
+@lru_cache(maxsize=64)
+def _adapters(dialect: str, table: str) -> tuple[tuple[str, str], ...]:
+    out = []
+    for col in TABLES[table].columns:
+        if isinstance(col.type, JSON):
+            out.append((col.name, "json"))
+        elif isinstance(col.type, Boolean) and dialect == "sqlite":
+            out.append((col.name, "bool"))
+    return tuple(out)
+
+
+def _adapt(dialect: str, table: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """Values as the schema's column types would bind them: JSON as text, SQLite booleans as 0/1."""
+    out = dict(values)
+    for name, kind in _adapters(dialect, table):
+        if name in out and out[name] is not None:
+            out[name] = json.dumps(out[name]) if kind == "json" else int(bool(out[name]))
+    return out
+
+
+def _keys(key: Mapping[str, Any]) -> dict[str, Any]:
+    return {f"k_{k}": v for k, v in key.items()}
+
+
+# -- applying a request ------------------------------------------------------------------------------
+
+class _Tx:
+    """One write transaction on a driver cursor."""
+
+    def __init__(self, db: Database, cursor: Any) -> None:
+        self.db = db
+        self.dialect = db.dialect
+        self.cur = cursor
+
+    def _is_fk_violation(self, exc: Exception) -> bool:
+        return getattr(exc, "sqlstate", None) == "23503" or "FOREIGN KEY" in str(exc).upper()
+
+    def insert(self, change: Insert) -> None:
+        cols = tuple(change.row)
+        try:
+            self.cur.execute(_insert_sql(self.dialect, change.table, cols),
+                             _adapt(self.dialect, change.table, change.row))
+        except self.db.integrity_error as exc:
+            if self._is_fk_violation(exc):
+                raise InvalidInput(change.kind, f"{change.ident!r} refers to a missing object") from exc
+            raise AlreadyExists(change.kind, change.ident) from exc
+
+    def update(self, change: Update) -> None:
+        cols = tuple(change.values)
+        params = _adapt(self.dialect, change.table, change.values)
+        params.update(_keys(change.key), v_new=change.expected_version + 1, v_expected=change.expected_version)
+        try:
+            self.cur.execute(_cas_sql(self.dialect, change.table, cols), params)
+        except self.db.integrity_error as exc:
+            if self._is_fk_violation(exc):
+                raise InvalidInput(change.kind, f"{change.ident!r} refers to a missing object") from exc
+            raise AlreadyExists(change.kind, change.ident) from exc
+        if self.cur.rowcount != 1:
+            self.cur.execute(_version_sql(self.dialect, change.table), _keys(change.key))
+            row = self.cur.fetchone()
+            if row is None:
+                raise NotFound(change.kind, change.ident)
+            raise VersionConflict(change.kind, change.ident, change.expected_version, int(row[0]))
+
+    def append_event(self, request: WriteRequest, changes: list[Insert | Update]) -> None:
+        """The event row is also the operation's ledger entry: a duplicate op id fails here, first."""
+        event = {
+            "event_id": request.event_id, "event_type": request.event_type, "actor_id": request.actor_id,
+            "op_id": request.op_id, "command": request.command, "request_hash": request.request_hash,
+            "result": request.result, "subject_kind": request.subject_kind, "subject_id": request.subject_id,
+            "payload": request.payload, "changes": [_post_image(c) for c in changes],
+            "parent_event_id": request.parent_event_id, "causation_id": request.causation_id,
+            "correlation_id": request.correlation_id, "base_version": request.base_version,
+            "resulting_version": request.resulting_version, "policy_epoch": request.policy_epoch,
+            "topology_version": request.topology_version, "created_at_us": request.created_at_us}
+        try:
+            self.cur.execute(_insert_sql(self.dialect, "events", tuple(event)),
+                             _adapt(self.dialect, "events", event))
+        except self.db.integrity_error as exc:
+            raise _DuplicateOperationError from exc  # event ids are fresh; only op_id can collide
+
+    def apply(self, request: WriteRequest) -> None:
+        changes: list[Insert | Update] = [*request.changes,
+                                          *(_provenance_row(request, e) for e in request.provenance)]
+        self.append_event(request, changes)
+        for change in changes:
+            if isinstance(change, Insert):
+                self.insert(change)
+            else:
+                self.update(change)
+
+
+def _post_image(change: Insert | Update) -> dict[str, Any]:
+    """What the event records of a change: enough to fold the log back into the state tables."""
+    if isinstance(change, Insert):
+        return {"table": change.table, "op": "insert",
+                "key": {c: change.row[c] for c in primary_key(TABLES[change.table])}, "values": dict(change.row)}
+    return {"table": change.table, "op": "update", "key": dict(change.key),
+            "values": {**change.values, "version": change.expected_version + 1}}
 
 
 def _provenance_row(request: WriteRequest, edge: Provenance) -> Insert:
     row = {"edge_id": edge.edge_id, "src_kind": edge.src_kind, "src_id": edge.src_id,
            "dst_kind": edge.dst_kind, "dst_id": edge.dst_id, "relation": edge.relation,
            "event_id": request.event_id, "created_at_us": request.created_at_us}
-    return Insert(provenance_edges.name, row, "provenance_edge", edge.edge_id)
-
-
-def _record_operation(conn: Connection, request: WriteRequest) -> None:
-    try:
-        conn.execute(insert(operations), [{
-            "op_id": request.op_id, "command": request.command, "request_hash": request.request_hash,
-            "actor_id": request.actor_id, "result": dict(request.result), "event_id": request.event_id,
-            "created_at_us": request.created_at_us}])
-    except IntegrityError as exc:
-        raise _DuplicateOperation from exc
-
-
-def _apply(conn: Connection, request: WriteRequest) -> None:
-    _record_operation(conn, request)
-    written = [_apply_insert(conn, c) if isinstance(c, Insert) else _apply_update(conn, c)
-               for c in request.changes]
-    written += [_apply_insert(conn, _provenance_row(request, e)) for e in request.provenance]
-    conn.execute(insert(events), [{
-        "event_id": request.event_id, "event_type": request.event_type, "actor_id": request.actor_id,
-        "op_id": request.op_id, "subject_kind": request.subject_kind, "subject_id": request.subject_id,
-        "payload": dict(request.payload), "changes": written,
-        "parent_event_id": request.parent_event_id, "causation_id": request.causation_id,
-        "correlation_id": request.correlation_id, "base_version": request.base_version,
-        "resulting_version": request.resulting_version, "policy_epoch": request.policy_epoch,
-        "topology_version": request.topology_version, "created_at_us": request.created_at_us}])
+    return Insert("provenance_edges", row, "provenance_edge", edge.edge_id)
 
 
 def lookup_operation(db: Database, op_id: str) -> StoredOperation | None:
     """The ledger entry for ``op_id``, if that operation was ever committed."""
     try:
         with db.read() as conn:
-            row = conn.execute(select(operations).where(operations.c.op_id == op_id)).mappings().first()
+            row = conn.execute(select(events.c.op_id, events.c.command, events.c.request_hash, events.c.result,
+                                      events.c.event_id).where(events.c.op_id == op_id)).mappings().first()
     except OperationalError as exc:
         raise StoreUnavailable(str(exc.orig)) from exc
     if row is None:
@@ -153,16 +226,14 @@ def commit(db: Database, request: WriteRequest, hooks: tuple[CommitHook, ...] = 
     (a reference to a missing object) or ``StoreUnavailable``; in every case nothing was written.
     """
     try:
-        with db.write() as conn:
-            _apply(conn, request)
-    except _DuplicateOperation:
+        with db.write_cursor() as cur:
+            _Tx(db, cur).apply(request)
+    except _DuplicateOperationError:
         return _replay(db, request)
     except PMWError:
         raise
-    except OperationalError as exc:
-        raise StoreUnavailable(str(exc.orig)) from exc
-    except DBAPIError as exc:
-        raise StoreUnavailable(f"{type(exc.orig).__name__}: {exc.orig}") from exc
+    except db.database_error as exc:
+        raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
     for hook in hooks:
         hook(request)
     return CommitOutcome(result=request.result, event_id=request.event_id, replayed=False)

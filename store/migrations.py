@@ -16,7 +16,7 @@ from sqlalchemy.exc import OperationalError
 
 from engine.errors import StoreUnavailable
 from store.database import Database
-from store.schema import metadata, schema_migrations
+from store.schema import OPERATIONS_VIEW, metadata, schema_migrations
 
 _ADVISORY_LOCK_ID = 0x504D5701  # "PMW" 1
 
@@ -30,10 +30,13 @@ class Migration:
 
 def _initial_schema(conn: Connection) -> None:
     metadata.create_all(conn, checkfirst=True)
+    view = OPERATIONS_VIEW if conn.dialect.name == "sqlite" else OPERATIONS_VIEW.replace(
+        "CREATE VIEW IF NOT EXISTS", "CREATE OR REPLACE VIEW")
+    conn.execute(text(view))
 
 
 MIGRATIONS: tuple[Migration, ...] = (
-    Migration(1, "initial schema: world tables, operations ledger, events, snapshots", _initial_schema),
+    Migration(1, "initial schema: world tables, events (the operations ledger), snapshots", _initial_schema),
 )
 
 

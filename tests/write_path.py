@@ -14,8 +14,9 @@ from pathlib import Path
 
 DB_MODULES = ("sqlalchemy", "sqlite3", "psycopg", "psycopg2", "asyncpg")
 WRITE_NAMES = {"insert", "update", "delete"}
-WRITE_SQL = re.compile(r"^\s*(insert\s+(or\s+\w+\s+)?into|update\s+\S+\s+set|delete\s+from|replace\s+into|merge\s+into)\b",
-                       re.IGNORECASE)
+WRITE_SQL = re.compile(
+    r"^\s*(insert\s+(or\s+\w+\s+)?into|update\s+\S+\s+set|delete\s+from|replace\s+into|merge\s+into)\b",
+    re.IGNORECASE)
 PACKAGES = ("engine", "store", "simulations")
 
 

@@ -19,13 +19,19 @@ class RowChange(Model):
 
 
 class Event(Model):
-    """Something that happened. ``seq`` is the event's position in the world's log (strictly increasing)."""
+    """Something that happened. ``seq`` is the event's position in the world's log (strictly increasing).
+
+    Each event is also its operation's ledger entry: ``op_id`` (unique), the ``command``, the
+    ``request_hash`` and the ``result`` returned to the caller (and to any retry of the same operation)."""
 
     seq: int
     event_id: Id
     event_type: str
     actor_id: Id
     op_id: Id
+    command: str
+    request_hash: str
+    result: dict[str, Any] = Field(default_factory=dict)
     subject_kind: str
     subject_id: str
     payload: Payload = Field(default_factory=dict)

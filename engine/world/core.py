@@ -108,7 +108,9 @@ class WorldCore:
             parent_event_id=cause.parent_event_id, causation_id=cause.causation_id,
             correlation_id=cause.correlation_id, base_version=p.base_version,
             resulting_version=p.resulting_version, topology_version=p.topology_version))
-        return result_type.model_validate(outcome.result)
+        if not outcome.replayed and isinstance(p.result, result_type):
+            return p.result
+        return result_type.model_validate(outcome.result)  # a concurrent twin committed first
 
     def _transition(self, model: type[R], table: str, kind: str, ident: str, lifecycle: Lifecycle,
                     action: str, now: int, *, expected_version: int | None = None,
