@@ -1,8 +1,10 @@
 """Every table of the PMW world, as SQLAlchemy Core metadata.
 
 On SQLite, tables keyed by text are ``WITHOUT ROWID`` (one b-tree per table instead of two: fewer
-pages written per commit). Conventions: times are ``*_us`` BIGINT microseconds since the epoch (UTC); JSON columns hold canonical
-JSON; every mutable row has a ``version`` that the gateway's compare-and-set advances by exactly one.
+pages written per commit).
+
+Conventions: times are ``*_us`` BIGINT microseconds since the epoch (UTC); JSON columns hold JSON;
+every mutable row has a ``version`` that the gateway's compare-and-set advances by exactly one.
 State tables (:data:`STATE_TABLES`) are projections of the event log: folding the ``changes`` recorded on
 every event rebuilds them exactly.
 """

@@ -414,10 +414,12 @@ def test_project_hides_private_memory(pmw: Pmw) -> None:
     pmw.ok("tasks", "create", "Open work", actor="alice")
     alice, bob = pmw.js("project", "alice"), pmw.js("project", "bob")
     assert [m["memory_id"] for m in alice["working_memory"]] == ["secret"]
-    assert bob["working_memory"] == [] and bob["shared_facts"] == []
+    assert bob["working_memory"] == []
+    assert bob["shared_facts"] == []
     assert [t["goal"] for t in bob["tasks"]] == ["Open work"]
     human = pmw.ok("project", "bob", "--budget", "5")
-    assert "agent.agent_id:" in human and "working_memory (0):" in human
+    assert "agent.agent_id:" in human
+    assert "working_memory (0):" in human
 
 
 def test_snapshot(pmw: Pmw) -> None:
@@ -446,7 +448,8 @@ def test_demo_json_summary(tmp_path: Path) -> None:
     result = invoke(None, "demo", "--out", str(tmp_path / "d"), as_json=True)
     assert result.exit_code == 0, result.stderr
     summary = json.loads(result.stdout)
-    assert summary["ok"] is True and summary["fold_equals_state"] is True
+    assert summary["ok"] is True
+    assert summary["fold_equals_state"] is True
     assert (summary["tasks"], summary["wakes"], summary["receipts"]) == (1, 1, 1)
     assert all(summary["checks"].values())
     assert "[ 1]" in result.stderr  # the narration goes to stderr in --json mode
@@ -477,7 +480,8 @@ def test_module_entry_point(tmp_path: Path) -> None:
     assert json.loads(init.stdout)["schema_version"] == 1
     missing = run_process(["--db", url, "tasks", "show", "ghost"], tmp_path)
     assert missing.returncode == 4
-    assert "not found" in missing.stderr and "Traceback" not in missing.stderr
+    assert "not found" in missing.stderr
+    assert "Traceback" not in missing.stderr
     usage = run_process(["--db", url, "tasks", "frobnicate"], tmp_path)
     assert usage.returncode == 2
 
@@ -492,4 +496,5 @@ def test_exit_codes_match_the_error_tree() -> None:
     expected = {InvalidInput: 3, NotFound: 4, VersionConflict: 5, AlreadyExists: 5, IllegalTransition: 6,
                 NotPermitted: 6, ArtifactCorrupted: 7, StoreUnavailable: 8}
     for cls, code in expected.items():
-        assert issubclass(cls, PMWError) and cls.exit_code == code
+        assert issubclass(cls, PMWError)
+        assert cls.exit_code == code

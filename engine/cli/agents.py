@@ -5,8 +5,6 @@ The acting agent (``--as``) is optional here: the World defaults it to the agent
 the agent that owns the named session.
 """
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer
@@ -18,13 +16,13 @@ from engine.models.agents import Presence
 group = typer.Typer(help="Register agents and manage their sessions (presence on terminals).",
                     no_args_is_help=True)
 
-TargetArg = Annotated[str, typer.Argument(help="agent:ID, term:KEY or session:ID")]
+TargetArg = Annotated[str, typer.Argument(metavar="TARGET", help="agent:ID, term:KEY or session:ID")]
 
 
 @group.command("register")
 def register(
     ctx: typer.Context,
-    agent_id: Annotated[str, typer.Argument(help="The stable agent id.")],
+    agent_id: Annotated[str, typer.Argument(metavar="AGENT_ID", help="The stable agent id.")],
     name: Annotated[str, typer.Option("--name", help="Display name.")],
     role: Annotated[str, typer.Option("--role", help="Role id.")],
     term: Annotated[str, typer.Option("--term", help="The terminal context (term_key) of the new session.")],
@@ -56,7 +54,7 @@ def list_(
 
 
 @group.command("show")
-def show(ctx: typer.Context, agent_id: Annotated[str, typer.Argument()]) -> None:
+def show(ctx: typer.Context, agent_id: Annotated[str, typer.Argument(metavar="AGENT_ID", )]) -> None:
     """Show one agent."""
     with invocation(ctx) as run:
         run.show(run.world.get_agent(agent_id))

@@ -1,7 +1,5 @@
 """The root of ``pmw``: global options, command groups and :func:`main`."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

@@ -1,7 +1,5 @@
 """``pmw artifacts``: content-addressed artifacts; every read verifies the checksum (exit 7 if not)."""
 
-from __future__ import annotations
-
 import base64
 from pathlib import Path
 from typing import Annotated
@@ -15,8 +13,9 @@ from engine.models.artifacts import ArtifactContent
 
 group = typer.Typer(help="Register, version and read artifacts.", no_args_is_help=True)
 
-ArtifactId = Annotated[str, typer.Argument(help="The artifact id.")]
-File = Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True, help="The content file.")]
+ArtifactId = Annotated[str, typer.Argument(metavar="ARTIFACT_ID", help="The artifact id.")]
+File = Annotated[Path, typer.Argument(metavar="FILE", exists=True, dir_okay=False, readable=True,
+                                      help="The content file.")]
 
 
 def read_file(path: Path) -> bytes:

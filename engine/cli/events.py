@@ -1,7 +1,5 @@
 """``pmw events``: the append-only event log."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer
@@ -30,7 +28,7 @@ def tail(
 @group.command("append")
 def append(
     ctx: typer.Context,
-    event_type: Annotated[str, typer.Argument(help="e.g. note.posted (lower case, dots).")],
+    event_type: Annotated[str, typer.Argument(metavar="EVENT_TYPE", help="e.g. note.posted (lower case, dots).")],
     payload: Annotated[str | None, typer.Option("--payload", help="JSON object.")] = None,
     subject_kind: Annotated[str, typer.Option("--subject-kind")] = "world",
     subject_id: Annotated[str, typer.Option("--subject-id")] = "world",

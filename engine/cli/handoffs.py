@@ -1,7 +1,5 @@
 """``pmw handoffs``: hand a task to another agent with pointers and a delta, never the transcript."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer
@@ -12,15 +10,15 @@ from engine.models.handoffs import HandoffStatus
 
 group = typer.Typer(help="Create, accept, complete and reject handoffs.", no_args_is_help=True)
 
-HandoffId = Annotated[str, typer.Argument(help="The handoff id.")]
+HandoffId = Annotated[str, typer.Argument(metavar="HANDOFF_ID", help="The handoff id.")]
 
 
 @group.command("create")
 def create(
     ctx: typer.Context,
-    target_agent: Annotated[str, typer.Argument(help="The agent to hand the task to.")],
-    task_id: Annotated[str, typer.Argument(help="The task you hold.")],
-    goal: Annotated[str, typer.Argument(help="What the target should do.")],
+    target_agent: Annotated[str, typer.Argument(metavar="TARGET_AGENT", help="The agent to hand the task to.")],
+    task_id: Annotated[str, typer.Argument(metavar="TASK_ID", help="The task you hold.")],
+    goal: Annotated[str, typer.Argument(metavar="GOAL", help="What the target should do.")],
     state_ref: Annotated[str | None, typer.Option("--state-ref", help="Pointer to the current state.")] = None,
     evidence: Annotated[list[str] | None, typer.Option("--evidence", help="Repeatable ref.")] = None,
     artifacts: Annotated[list[str] | None, typer.Option("--artifact", help="Repeatable artifact id.")] = None,

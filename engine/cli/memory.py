@@ -3,8 +3,6 @@
 Every command acts as ``--as``: reads show only what that agent may see by scope.
 """
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer
@@ -15,13 +13,13 @@ from engine.models.memory import EpistemicType
 
 group = typer.Typer(help="Store, review, promote and retire memory.", no_args_is_help=True)
 
-MemoryId = Annotated[str, typer.Argument(help="The memory id.")]
+MemoryId = Annotated[str, typer.Argument(metavar="MEMORY_ID", help="The memory id.")]
 
 
 @group.command("store")
 def store(
     ctx: typer.Context,
-    content: Annotated[str, typer.Argument(help="The memory text.")],
+    content: Annotated[str, typer.Argument(metavar="CONTENT", help="The memory text.")],
     epistemic_type: Annotated[str, typer.Option("--type", help=choices(EpistemicType))],
     scope: Annotated[str, typer.Option("--scope", help="private or room (shared comes only from review).")]
     = "private",
@@ -109,7 +107,8 @@ def reopen(ctx: typer.Context, memory_id: MemoryId, reason: Reason, expect_versi
 
 @group.command("supersede")
 def supersede(ctx: typer.Context, memory_id: MemoryId,
-              replacement_id: Annotated[str, typer.Argument(help="Other, shared memory that replaces it.")],
+              replacement_id: Annotated[str, typer.Argument(
+                  metavar="REPLACEMENT_ID", help="Other, shared memory that replaces it.")],
               expect_version: ExpectVersion = None, op_id: OpId = None) -> None:
     """Replace MEMORY_ID by REPLACEMENT_ID (already shared)."""
     with invocation(ctx, acting=True) as run:

@@ -12,6 +12,5 @@ ExpectVersion = Annotated[int | None, typer.Option(
     "--expect-version", help="Compare-and-set: apply only if the object is at this version (else exit 5).")]
 Limit = Annotated[int, typer.Option("--limit", min=1, max=100_000, help="At most this many rows.")]
 Reason = Annotated[str, typer.Option("--reason", help="Why (recorded with the change).")]
-Refs = Annotated[list[str] | None, typer.Option(help="Repeat the option for several ids.")]
 
-__all__ = ["ExpectVersion", "Limit", "OpId", "Reason", "Refs"]
+__all__ = ["ExpectVersion", "Limit", "OpId", "Reason"]

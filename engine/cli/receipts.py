@@ -1,7 +1,5 @@
 """``pmw receipts``: decision receipts (every wake ends in exactly one)."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer
@@ -22,14 +20,16 @@ def list_(ctx: typer.Context,
 
 
 @group.command("show")
-def show(ctx: typer.Context, receipt_id: Annotated[str, typer.Argument(help="The receipt id.")]) -> None:
+def show(ctx: typer.Context,
+         receipt_id: Annotated[str, typer.Argument(metavar="RECEIPT_ID", help="The receipt id.")]) -> None:
     """Show one receipt."""
     with invocation(ctx) as run:
         run.show(run.world.get_receipt(receipt_id))
 
 
 @group.command("for-wake")
-def for_wake(ctx: typer.Context, wake_id: Annotated[str, typer.Argument(help="The wake id.")]) -> None:
+def for_wake(ctx: typer.Context,
+             wake_id: Annotated[str, typer.Argument(metavar="WAKE_ID", help="The wake id.")]) -> None:
     """Show the receipt that ended a wake."""
     with invocation(ctx) as run:
         run.show(run.world.receipt_for_wake(wake_id))

@@ -111,13 +111,18 @@ def invocation(ctx: typer.Context, *, acting: bool = False) -> Iterator[Run]:
 
 
 def json_arg(option: str, text: str | None) -> Any:
-    """``json.loads(text)`` (None stays None); bad JSON is ``InvalidInput`` naming ``option``."""
+    """``json.loads(text)`` (None stays None); bad JSON, and the non-standard constants ``NaN`` and
+    ``Infinity`` that ``json.loads`` would accept, are ``InvalidInput`` naming ``option``."""
     if text is None:
         return None
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_reject_constant)
     except ValueError as exc:
         raise InvalidInput(option, f"not valid JSON: {exc}") from None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def json_object(option: str, text: str | None) -> dict[str, Any] | None:

@@ -1,7 +1,5 @@
 """``pmw state``: shared state, versioned keys written only by compare-and-set."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer
@@ -11,7 +9,7 @@ from engine.cli.runtime import invocation, json_arg
 
 group = typer.Typer(help="Read and compare-and-set shared state keys.", no_args_is_help=True)
 
-Key = Annotated[str, typer.Argument(help="The state key.")]
+Key = Annotated[str, typer.Argument(metavar="KEY", help="The state key.")]
 
 
 @group.command("get")

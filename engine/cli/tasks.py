@@ -1,7 +1,5 @@
 """``pmw tasks``: the task ledger (create, assign, claim, complete, fail, release, abort)."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer
@@ -12,13 +10,13 @@ from engine.models.tasks import TaskStatus
 
 group = typer.Typer(help="Create tasks and move them through their lifecycle.", no_args_is_help=True)
 
-TaskId = Annotated[str, typer.Argument(help="The task id.")]
+TaskId = Annotated[str, typer.Argument(metavar="TASK_ID", help="The task id.")]
 
 
 @group.command("create")
 def create(
     ctx: typer.Context,
-    goal: Annotated[str, typer.Argument(help="What the task is for.")],
+    goal: Annotated[str, typer.Argument(metavar="GOAL", help="What the task is for.")],
     task_id: Annotated[str | None, typer.Option("--id", help="Choose the task id.")] = None,
     depends_on: Annotated[list[str] | None, typer.Option(
         "--depends-on", help="An existing task this one depends on (repeatable).")] = None,
@@ -54,7 +52,7 @@ def show(ctx: typer.Context, task_id: TaskId) -> None:
 
 @group.command("assign")
 def assign(ctx: typer.Context, task_id: TaskId,
-           assignee: Annotated[str, typer.Argument(help="The agent to offer the task to.")],
+           assignee: Annotated[str, typer.Argument(metavar="ASSIGNEE", help="The agent to offer the task to.")],
            expect_version: ExpectVersion = None, op_id: OpId = None) -> None:
     """Offer the task to an agent (only its owner may)."""
     with invocation(ctx, acting=True) as run:

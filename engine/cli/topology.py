@@ -1,7 +1,5 @@
 """``pmw topology``: the versioned collaboration topology."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer
@@ -16,9 +14,9 @@ group = typer.Typer(help="Change and show the collaboration topology.", no_args_
 @group.command("set")
 def set_(
     ctx: typer.Context,
-    source_agent: Annotated[str, typer.Argument(help="The edge's source agent.")],
-    target_agent: Annotated[str, typer.Argument(help="The edge's target agent.")],
-    edge_type: Annotated[str, typer.Argument(help=choices(EdgeType))],
+    source_agent: Annotated[str, typer.Argument(metavar="SOURCE_AGENT", help="The edge's source agent.")],
+    target_agent: Annotated[str, typer.Argument(metavar="TARGET_AGENT", help="The edge's target agent.")],
+    edge_type: Annotated[str, typer.Argument(metavar="EDGE_TYPE", help=choices(EdgeType))],
     scope: Annotated[str, typer.Option("--scope")] = "",
     weight: Annotated[float, typer.Option("--weight")] = 1.0,
     inactive: Annotated[bool, typer.Option("--inactive", help="Deactivate the edge.")] = False,

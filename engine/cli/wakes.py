@@ -1,7 +1,5 @@
 """``pmw wakes``: the wake queue. Enqueue is idempotent by key; every wake ends in one receipt."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer
@@ -13,13 +11,13 @@ from engine.models.wakes import WakeStatus
 
 group = typer.Typer(help="Enqueue, claim, ack and cancel wakes.", no_args_is_help=True)
 
-WakeId = Annotated[str, typer.Argument(help="The wake id.")]
+WakeId = Annotated[str, typer.Argument(metavar="WAKE_ID", help="The wake id.")]
 
 
 @group.command("enqueue")
 def enqueue(
     ctx: typer.Context,
-    target_agent: Annotated[str, typer.Argument(help="The agent to wake.")],
+    target_agent: Annotated[str, typer.Argument(metavar="TARGET_AGENT", help="The agent to wake.")],
     cause: Annotated[str, typer.Option("--cause", help="Why the agent is woken.")],
     key: Annotated[str, typer.Option("--key", help="Idempotency key: the same key makes one wake.")],
     not_before_us: Annotated[int | None, typer.Option("--not-before-us")] = None,

@@ -1,7 +1,5 @@
 """Top-level commands on the whole world: ``init``, ``project``, ``snapshot`` and ``demo``."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 
@@ -30,7 +28,7 @@ def init(ctx: typer.Context) -> None:
 
 def project(
     ctx: typer.Context,
-    agent_id: Annotated[str, typer.Argument(help="The agent whose view to show.")],
+    agent_id: Annotated[str, typer.Argument(metavar="AGENT_ID", help="The agent whose view to show.")],
     budget: Annotated[int, typer.Option("--budget", min=1, max=10_000, help="Items per section.")] = 200,
 ) -> None:
     """Show the world as AGENT may see it (its tasks, state, visible memory, handoffs, rooms)."""
