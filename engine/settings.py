@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from engine.errors import InvalidInput
+from engine.errors import InvalidInput, StoreUnavailable
 from store import DatabaseOptions
 
 DEFAULT_DB_URL = "sqlite:///./pmw-data/world.db"
@@ -46,7 +46,11 @@ class Settings(BaseSettings):
         """Create the directory of a SQLite database file if it does not exist yet."""
         prefix = "sqlite:///"
         if self.db_url.startswith(prefix) and len(self.db_url) > len(prefix):
-            Path(self.db_url[len(prefix):]).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            parent = Path(self.db_url[len(prefix):]).expanduser().parent
+            try:
+                parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreUnavailable(f"cannot create the database directory {parent}: {exc}") from exc
 
 
 def load_settings(**overrides: object) -> Settings:

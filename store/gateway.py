@@ -26,7 +26,7 @@ from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import JSON, Boolean, select
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DatabaseError
 
 from engine.errors import (
     AlreadyExists,
@@ -202,7 +202,7 @@ def lookup_operation(db: Database, op_id: str) -> StoredOperation | None:
         with db.read() as conn:
             row = conn.execute(select(events.c.op_id, events.c.command, events.c.request_hash, events.c.result,
                                       events.c.event_id).where(events.c.op_id == op_id)).mappings().first()
-    except OperationalError as exc:
+    except DatabaseError as exc:
         raise StoreUnavailable(str(exc.orig)) from exc
     if row is None:
         return None
@@ -232,7 +232,7 @@ def commit(db: Database, request: WriteRequest, hooks: tuple[CommitHook, ...] = 
         return _replay(db, request)
     except PMWError:
         raise
-    except db.database_error as exc:
+    except (db.database_error, DatabaseError) as exc:  # driver errors, and SQLAlchemy's wrapping on connect
         raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
     for hook in hooks:
         hook(request)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, insert, inspect, select, text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DatabaseError
 
 from engine.errors import StoreUnavailable
 from store.database import Database
@@ -61,15 +61,18 @@ def migrate(db: Database, now_us: int) -> list[int]:
                 conn.execute(insert(schema_migrations), [{
                     "version": migration.version, "name": migration.name, "applied_at_us": now_us}])
                 done.append(migration.version)
-    except OperationalError as exc:
+    except DatabaseError as exc:
         raise StoreUnavailable(str(exc.orig)) from exc
     return done
 
 
 def current_version(db: Database) -> int:
     """The highest applied migration (0 for an empty database)."""
-    with db.read() as conn:
-        return max(_applied(conn), default=0)
+    try:
+        with db.read() as conn:
+            return max(_applied(conn), default=0)
+    except DatabaseError as exc:
+        raise StoreUnavailable(str(exc.orig)) from exc
 
 
 LATEST = MIGRATIONS[-1].version

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Connection, Table, and_, func, or_, select
-from sqlalchemy.exc import OperationalError, ProgrammingError
+from sqlalchemy.exc import DatabaseError
 
 from engine.errors import StoreUnavailable
 from store.database import Database
@@ -42,7 +42,7 @@ class Reader:
         try:
             with self._db.read() as conn:
                 yield conn
-        except (OperationalError, ProgrammingError) as exc:
+        except DatabaseError as exc:
             raise StoreUnavailable(str(exc.orig)) from exc
 
     def get(self, table: str, **key: Any) -> Row | None:

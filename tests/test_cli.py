@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer.main
 from typer.testing import CliRunner, Result
 
 import engine.cli
@@ -498,3 +499,29 @@ def test_exit_codes_match_the_error_tree() -> None:
     for cls, code in expected.items():
         assert issubclass(cls, PMWError)
         assert cls.exit_code == code
+
+
+# -- every write takes --op-id ------------------------------------------------------------------------
+
+READS = {"init", "project", "demo", "agents list", "agents show", "agents sessions", "state get", "state list",
+         "tasks list", "tasks show", "memory list", "memory show", "wakes list", "wakes show", "handoffs list",
+         "handoffs show", "receipts list", "receipts show", "receipts for-wake", "events tail", "artifacts show",
+         "artifacts versions", "artifacts get", "topology show"}
+NO_OP_ID = {"wakes claim", "snapshot"}  # the World calls take no operation id
+
+
+def leaf_commands() -> dict[str, Any]:
+    """Every leaf command of the app by its full name (``group command`` or ``command``)."""
+    out: dict[str, Any] = {}
+    for name, cmd in getattr(typer.main.get_command(app), "commands", {}).items():
+        subs = getattr(cmd, "commands", None)
+        out.update({f"{name} {s}": c for s, c in subs.items()} if subs else {name: cmd})
+    return out
+
+
+def test_every_write_command_takes_an_op_id() -> None:
+    commands = leaf_commands()
+    assert set(commands) >= READS | NO_OP_ID
+    for name, cmd in commands.items():
+        options = {opt for p in cmd.params for opt in p.opts}
+        assert ("--op-id" in options) == (name not in READS | NO_OP_ID), name

@@ -20,8 +20,9 @@ MAX_REFS = 256
 
 
 def canonical_json(value: Any) -> str:
-    """The one JSON encoding used for hashing, sizing and storing: sorted keys, no spaces."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """The one JSON encoding used for hashing and sizing: sorted keys, no spaces, no NaN/Infinity
+    (they are not JSON, and PostgreSQL refuses them)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def _limit_payload(value: dict[str, Any]) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
+from engine.errors import InvalidInput
 from engine.models.common import Id, JsonValue, Model, Payload, TimeUs
 from engine.models.events import Event
 from engine.models.state import StateEntry, StateKey
@@ -42,6 +43,9 @@ class StateCalls(WorldCore):
         return self._load(StateEntry, "state_entries", "state", k, key=k)
 
     def list_state(self, prefix: str = "", limit: int = 1000) -> list[StateEntry]:
+        """Entries whose key starts with ``prefix``, in key order, at most ``limit`` (1 to 100,000)."""
+        if not isinstance(limit, int) or not 1 <= limit <= 100_000:
+            raise InvalidInput("limit", f"{limit!r} is not a whole number from 1 to 100000")
         rows = self.store.read.rows("state_entries")
         return [StateEntry.model_validate(r) for r in rows if r["key"].startswith(prefix)][:limit]
 

@@ -109,6 +109,7 @@ class WakeCalls(WorldCore):
         check_id("worker", worker)
         if agent_id is not None:
             check_id("agent_id", agent_id)
+        build(ClaimWake, wake_id="probe", lease_seconds=lease_seconds)  # bad input fails even on an empty queue
         now = self.clock.now_us()
         for row in self.store.read.due_wakes(now, MAX_CLAIM_CANDIDATES, agent_id):
             req = build(ClaimWake, wake_id=row["wake_id"], lease_seconds=lease_seconds)

@@ -7,11 +7,19 @@ enum, a malformed id, a missing row). The store's row counts and version sums mu
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from engine.errors import InvalidInput, NotFound, PayloadTooLarge, PMWError, TargetUnresolved
+from engine.errors import (
+    InvalidInput,
+    NotFound,
+    PayloadTooLarge,
+    PMWError,
+    StoreUnavailable,
+    TargetUnresolved,
+)
 from engine.world import World
 
 BIG = {"blob": "x" * (65 * 1024)}
@@ -32,6 +40,9 @@ CASES: list[Case] = [
     ("cas: malformed key", lambda w, ids: w.compare_and_set_state("a", "bad key", 0, 1), InvalidInput),
     ("cas: negative version", lambda w, ids: w.compare_and_set_state("a", "k", -1, 1), InvalidInput),
     ("cas: non-json value", lambda w, ids: w.compare_and_set_state("a", "k", 0, object()), InvalidInput),
+    ("cas: NaN is not JSON", lambda w, ids: w.compare_and_set_state("a", "k", 0, {"x": float("nan")}), InvalidInput),
+    ("list_state: bad limit", lambda w, ids: w.list_state(limit=-1), InvalidInput),
+    ("claim_wake: zero lease on any queue", lambda w, ids: w.claim_wake("w", lease_seconds=0), InvalidInput),
     ("cas: malformed actor", lambda w, ids: w.compare_and_set_state(BAD_ID, "k", 0, 1), InvalidInput),
     ("cas: malformed op id", lambda w, ids: w.compare_and_set_state("a", "k", 0, 1, op_id=BAD_ID), InvalidInput),
     ("get_state: missing", lambda w, ids: w.get_state("missing"), NotFound),
@@ -103,3 +114,11 @@ def test_bad_input_is_a_typed_error_and_changes_nothing(
         call(world, ids)
     assert raised.value.code and raised.value.to_dict()["message"]
     assert world.store.read.counts_and_versions() == before
+
+
+def test_a_file_that_is_not_a_database_is_store_unavailable(tmp_path: Path) -> None:
+    bad = tmp_path / "not-a-db.sqlite"
+    bad.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StoreUnavailable):
+        World.open(f"sqlite:///{bad}")
+    assert bad.read_bytes() == b"this is not a database" * 100

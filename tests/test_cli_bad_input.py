@@ -1,0 +1,359 @@
+"""Bad input to every ``pmw`` command: the documented exit code, a message on stderr, no traceback, and
+the store left exactly as it was (``counts_and_versions()`` before == after).
+
+Each case runs against a copy of one seeded world (agents, tasks, state, memory, wakes, a receipt, a
+handoff, artifacts, a topology edge), in human mode and in ``--json`` mode (where the error must be the
+error's ``to_dict()`` JSON on stderr, with the code that matches the exit code).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import shlex
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+
+import pytest
+import typer.main
+
+from engine.cli import app
+from engine.settings import load_settings
+from engine.sources import SeededIds
+from engine.world import World
+from tests.test_cli import assert_clean_failure, counts, invoke
+
+BIG_JSON = json.dumps({"blob": "x" * (65 * 1024)})  # > 64 KiB of canonical JSON
+BIG_TEXT = "y" * (65 * 1024)
+BAD_ID = "bad id!"
+
+# The error codes each exit code may carry (exit 2 is typer's own usage error: no JSON).
+CODES = {3: {"invalid_input", "payload_too_large", "target_unresolved"}, 4: {"not_found"},
+         5: {"version_conflict", "already_exists", "operation_conflict", "terminal_owned", "lease_held"},
+         6: {"illegal_transition", "not_permitted"}, 7: {"artifact_corrupted"}, 8: {"store_unavailable"}}
+
+
+@dataclass(frozen=True)
+class Case:
+    """``pmw [--db DB] [--as ACTOR] ARGV`` must exit ``code``, mentioning ``fragment`` on stderr."""
+
+    argv: str
+    code: int
+    fragment: str = ""
+    actor: str | None = "a1"
+    db: str | None = None
+
+    def args(self, values: dict[str, str]) -> list[str]:
+        return [Template(a).safe_substitute(values) for a in shlex.split(self.argv)]
+
+    def __str__(self) -> str:
+        who = "no-actor" if self.actor is None else self.actor
+        return f"{self.argv} [{who}]"
+
+
+CASES: list[Case] = [
+    # -- top level
+    Case("init", 3, "db_url", db="mysql://nowhere/x"),
+    Case("init", 3, "db_url", db="not a url"),
+    Case("init", 8, "store unavailable", db="sqlite:///$afile/world.db"),
+    Case("init extra", 2),
+    Case("project ghost", 4, "ghost"),
+    Case(f"project '{BAD_ID}'", 3, "agent_id"),
+    Case("project a1 --budget 0", 2),
+    Case("snapshot", 3, "--as", actor=None),
+    Case("snapshot", 3, "actor", actor=BAD_ID),
+    Case("demo --db $url", 3, "empty database"),
+    Case("demo --out $afile", 2),
+    # -- agents
+    Case(f"agents register '{BAD_ID}' --name X --role r --term t9", 3, "agent_id"),
+    Case("agents register a9 --name X --role r --term t9 --capabilities '{bad'", 3, "--capabilities"),
+    Case("agents register a9 --name X --role r --term t9 --capabilities '[1]'", 3, "--capabilities"),
+    Case("agents register a9 --name X --role r --term t9 --permissions $big_json", 3, "payload_too_large"),
+    Case("agents register a9 --name '' --role r --term t9", 3, "display_name"),
+    Case("agents register a9 --name X --role r", 2),
+    Case("agents list --status zombie", 3, "zombie"),
+    Case(f"agents list --role '{BAD_ID}'", 3, "role_id"),
+    Case("agents show ghost", 4, "ghost"),
+    Case(f"agents show '{BAD_ID}'", 3, "agent_id"),
+    Case("agents sessions agent:ghost", 3, "no such agent"),
+    Case("agents sessions planet:x", 3, "target"),
+    Case("agents sessions term:nobody", 3, "no live session"),
+    Case("agents activate agent:a4", 5, "terminal_owned"),
+    Case(f"agents activate 'agent:{BAD_ID}'", 3, "target"),
+    Case("agents activate session:ghost", 3, "target"),
+    Case("agents relinquish session:ghost", 3, "target"),
+    Case("agents relinquish nope:x", 3, "target"),
+    Case("agents detach agent:ghost", 3, "no such agent"),
+    Case("agents detach agent:", 3, "target"),
+    Case("agents unregister agent:ghost", 3, "no such agent"),
+    Case("agents unregister term:", 3, "target"),
+    # -- state
+    Case(f"state get '{BAD_ID}'", 3, "key"),
+    Case("state get missing", 4, "missing"),
+    Case("state set k '{bad' --expect-version 1", 3, "VALUE_JSON"),
+    Case("state set k 2 --expect-version 5", 5, "version_conflict"),
+    Case("state set k 2 --expect-version 0", 5, "already_exists"),
+    Case("state set nokey 1 --expect-version 3", 4, "nokey"),
+    Case("state set k NaN --expect-version 1", 3, "VALUE_JSON"),
+    Case("state set k 1 --expect-version abc", 2),
+    Case("state set k 1 --expect-version -1", 3, "expected_version"),
+    Case("state set k 1", 2),
+    Case("state set k $big_json --expect-version 1", 3, "payload_too_large"),
+    Case(f"state set '{BAD_ID}' 1 --expect-version 0", 3, "key"),
+    Case("state set k 1 --expect-version 1", 3, "--as", actor=None),
+    Case("state set k 1 --expect-version 1", 3, "actor", actor=BAD_ID),
+    Case("state list --limit 0", 2),
+    # -- tasks
+    Case("tasks create ''", 3, "goal"),
+    Case("tasks create $big_text", 3, "payload_too_large"),
+    Case("tasks create goal --constraints '{'", 3, "--constraints"),
+    Case("tasks create goal --constraints '[1]'", 3, "--constraints"),
+    Case("tasks create goal --depends-on ghost", 4, "ghost"),
+    Case(f"tasks create goal --id '{BAD_ID}'", 3, "task_id"),
+    Case("tasks create goal --deadline-us -5", 3, "deadline_us"),
+    Case("tasks create goal --id t-open", 5, "already_exists"),
+    Case("tasks create goal", 3, "--as", actor=None),
+    Case("tasks list --status bogus", 3, "bogus"),
+    Case(f"tasks list --assignee '{BAD_ID}'", 3, "assignee"),
+    Case("tasks list --limit 0", 2),
+    Case("tasks show ghost", 4, "ghost"),
+    Case(f"tasks show '{BAD_ID}'", 3, "task_id"),
+    Case("tasks assign t-open ghost", 4, "ghost"),
+    Case("tasks assign t-open a2", 6, "not_permitted", actor="a2"),
+    Case("tasks assign t-open a2 --expect-version 9", 5, "version_conflict"),
+    Case("tasks assign ghost a2", 4, "ghost"),
+    Case("tasks claim ghost", 4, "ghost"),
+    Case("tasks claim t-claimed", 6, "illegal_transition"),
+    Case("tasks claim t-open --expect-version 7", 5, "version_conflict"),
+    Case("tasks claim t-open --expect-version 0", 3, "expected_version"),
+    Case("tasks complete t-open", 6, "illegal_transition"),
+    Case("tasks complete t-claimed", 6, "not_permitted"),
+    Case("tasks complete t-claimed --result '{'", 3, "--result", actor="a2"),
+    Case("tasks complete t-claimed --result $big_json", 3, "payload_too_large", actor="a2"),
+    Case("tasks fail t-open --reason x", 6, "illegal_transition"),
+    Case("tasks fail t-open", 2),
+    Case("tasks fail ghost --reason x", 4, "ghost"),
+    Case("tasks release t-open", 6, "illegal_transition"),
+    Case("tasks release t-claimed", 6, "not_permitted", actor="a3"),
+    Case("tasks release ghost", 4, "ghost"),
+    Case("tasks abort t-open --reason x", 6, "not_permitted", actor="a2"),
+    Case("tasks abort ghost --reason x", 4, "ghost"),
+    Case("tasks abort t-open", 2),
+    # -- memory
+    Case("memory store fact --type bogus", 3, "epistemic_type"),
+    Case("memory store fact --type observation --scope shared", 3, "scope"),
+    Case("memory store fact --type observation --scope room", 3, "room_id"),
+    Case("memory store fact --type observation --scope room --room ghost", 6, "not_permitted"),
+    Case("memory store fact --type observation --confidence 2", 3, "confidence"),
+    Case("memory store $big_text --type observation", 3, "payload_too_large"),
+    Case("memory store fact --type observation --permission-scope '{'", 3, "--permission-scope"),
+    Case("memory store fact", 2),
+    Case("memory store fact --type observation", 3, "--as", actor=None),
+    Case("memory list", 3, "--as", actor=None),
+    Case("memory list", 3, "actor", actor=BAD_ID),
+    Case("memory list --limit 0", 2),
+    Case("memory show m-priv", 6, "not_permitted", actor="a2"),
+    Case("memory show ghost", 4, "ghost"),
+    Case(f"memory show '{BAD_ID}'", 3, "memory_id"),
+    Case("memory propose m-priv", 6, "not_permitted", actor="a2"),
+    Case("memory propose m-shared", 6, "illegal_transition"),
+    Case("memory propose ghost", 4, "ghost"),
+    Case("memory review m-priv", 6, "illegal_transition", actor="a2"),
+    Case("memory review ghost", 4, "ghost", actor="a2"),
+    Case("memory promote m-priv", 6, "illegal_transition", actor="a2"),
+    Case("memory promote m-cand", 6, "not_permitted"),
+    Case("memory reject m-priv --reason x", 6, "illegal_transition", actor="a2"),
+    Case("memory reject m-cand", 2, actor="a2"),
+    Case("memory archive m-priv", 6, "illegal_transition"),
+    Case("memory archive m-shared --expect-version 9", 5, "version_conflict"),
+    Case("memory reopen m-priv --reason x", 6, "illegal_transition"),
+    Case("memory supersede m-shared ghost", 4, "ghost"),
+    Case("memory supersede m-shared m-priv", 3, "replacement_id"),
+    Case("memory supersede m-shared m-shared", 3, "replacement_id"),
+    Case("memory revoke ghost --reason x", 4, "ghost"),
+    Case(f"memory revoke '{BAD_ID}' --reason x", 3, "memory_id"),
+    Case("memory revoke m-priv --reason x", 6, "not_permitted", actor="a2"),
+    # -- wakes
+    Case("wakes enqueue ghost --cause c --key k9", 4, "ghost"),
+    Case("wakes enqueue a2 --cause c --key k9 --payload '{'", 3, "--payload"),
+    Case("wakes enqueue a2 --cause c --key k9 --payload '[]'", 3, "--payload"),
+    Case("wakes enqueue a2 --cause c --key k9 --payload $big_json", 3, "payload_too_large"),
+    Case("wakes enqueue a2 --cause c --key k9 --priority 5000", 3, "priority"),
+    Case(f"wakes enqueue '{BAD_ID}' --cause c --key k9", 3, "target_agent"),
+    Case("wakes enqueue a2 --cause c", 2),
+    Case("wakes enqueue a2 --cause c --key k9", 3, "--as", actor=None),
+    Case("wakes claim --lease-seconds 0", 3, "lease_seconds"),
+    Case(f"wakes claim --agent '{BAD_ID}'", 3, "agent_id"),
+    Case("wakes claim", 3, "--as", actor=None),
+    Case("wakes ack ghost", 4, "ghost"),
+    Case("wakes ack $wake_pending", 6, "illegal_transition"),
+    Case("wakes ack $wake_done", 6, "illegal_transition", actor="a2"),
+    Case("wakes ack $wake_pending --decision bogus", 3, "decision"),
+    Case("wakes ack $wake_pending --outcome bogus", 3, "outcome"),
+    Case("wakes ack $wake_pending --payload '{'", 3, "--payload"),
+    Case("wakes cancel $wake_done --reason x", 6, "illegal_transition"),
+    Case("wakes cancel $wake_pending --reason x --outcome acted", 3, "outcome"),
+    Case("wakes cancel ghost --reason x", 4, "ghost"),
+    Case("wakes cancel $wake_pending", 2),
+    Case("wakes list --status bogus", 3, "bogus"),
+    Case(f"wakes list --agent '{BAD_ID}'", 3, "target_agent"),
+    Case("wakes show ghost", 4, "ghost"),
+    Case(f"wakes show '{BAD_ID}'", 3, "wake_id"),
+    # -- handoffs
+    Case("handoffs create a3 ghost goal", 4, "ghost", actor="a2"),
+    Case("handoffs create ghost t-claimed goal", 4, "ghost", actor="a2"),
+    Case("handoffs create a3 t-claimed goal", 6, "not_permitted"),
+    Case("handoffs create a3 t-claimed goal --constraints '{'", 3, "--constraints", actor="a2"),
+    Case("handoffs create a3 t-claimed ''", 3, "goal", actor="a2"),
+    Case("handoffs create a3 t-claimed goal", 3, "--as", actor=None),
+    Case("handoffs accept $handoff", 6, "not_permitted"),
+    Case("handoffs accept ghost", 4, "ghost", actor="a3"),
+    Case("handoffs complete $handoff", 6, "illegal_transition", actor="a3"),
+    Case("handoffs complete $handoff --result '{'", 3, "--result", actor="a3"),
+    Case("handoffs reject ghost --reason x", 4, "ghost"),
+    Case("handoffs reject $handoff", 2),
+    Case("handoffs reject $handoff --reason x", 6, "not_permitted"),
+    Case("handoffs list --status bogus", 3, "bogus"),
+    Case(f"handoffs list --target '{BAD_ID}'", 3, "target_agent"),
+    Case("handoffs show ghost", 4, "ghost"),
+    Case(f"handoffs show '{BAD_ID}'", 3, "handoff_id"),
+    # -- receipts
+    Case(f"receipts list --agent '{BAD_ID}'", 3, "agent_id"),
+    Case("receipts list --limit 0", 2),
+    Case("receipts show ghost", 4, "ghost"),
+    Case(f"receipts show '{BAD_ID}'", 3, "receipt_id"),
+    Case("receipts for-wake $wake_pending", 4, "not_found"),
+    Case(f"receipts for-wake '{BAD_ID}'", 3, "wake_id"),
+    # -- events
+    Case("events tail --limit 0", 2),
+    Case("events tail --after -1", 2),
+    Case("events tail --limit abc", 2),
+    Case("events append 'Bad Type'", 3, "event_type"),
+    Case("events append note.posted --payload '{'", 3, "--payload"),
+    Case("events append note.posted --payload $big_json", 3, "payload_too_large"),
+    Case("events append note.posted --payload '{\"v\": Infinity}'", 3, "--payload"),
+    Case("events append note.posted", 3, "--as", actor=None),
+    # -- artifacts
+    Case("artifacts register $missing_file --type doc", 2),
+    Case(f"artifacts register $file --type '{BAD_ID}'", 3, "artifact_type"),
+    Case("artifacts register $file --type doc --task ghost", 4, "ghost"),
+    Case("artifacts register $file --type doc --id art1", 5, "already_exists"),
+    Case("artifacts register $file --type doc", 3, "--as", actor=None),
+    Case("artifacts version ghost $file", 4, "ghost"),
+    Case("artifacts version art1 $file --expect-version 9", 5, "version_conflict"),
+    Case("artifacts version art1 $file --expect-version 0", 3, "expected_version"),
+    Case("artifacts version art1 $missing_file", 2),
+    Case("artifacts show ghost", 4, "ghost"),
+    Case(f"artifacts show '{BAD_ID}'", 3, "artifact_id"),
+    Case("artifacts versions ghost", 4, "ghost"),
+    Case("artifacts get art1 --version 9", 4, "art1@9"),
+    Case("artifacts get art1 --version 0", 3, "version"),
+    Case("artifacts get ghost", 4, "ghost"),
+    Case("artifacts get art-bad", 7, "artifact_corrupted"),
+    Case("artifacts get art1 --out $dir", 2),
+    # -- topology
+    Case("topology set a1 ghost info", 4, "ghost"),
+    Case("topology set a1 a2 bogus", 3, "edge_type"),
+    Case("topology set a1 a2 info --expect-version 99", 5, "version_conflict"),
+    Case("topology set a1 a2 info --weight -1", 3, "weight"),
+    Case("topology set a1 a2 info", 3, "--as", actor=None),
+    Case("topology show --bogus", 2),
+]
+
+
+@functools.cache
+def command_tree() -> dict[str, set[str]]:
+    """Every top-level command of the app and its subcommands (empty for a leaf command)."""
+    root: dict[str, object] = getattr(typer.main.get_command(app), "commands", {})
+    return {name: set(getattr(cmd, "commands", {})) for name, cmd in root.items()}
+
+
+def all_commands() -> set[str]:
+    """Every leaf command, as ``group command`` or ``command``."""
+    return {f"{g} {s}" if s else g for g, subs in command_tree().items() for s in (subs or {""})}
+
+
+def covered(case: Case) -> str:
+    """The leaf command a case exercises."""
+    words = shlex.split(case.argv)
+    return " ".join(words[:2]) if command_tree()[words[0]] else words[0]
+
+
+def seed(directory: Path) -> dict[str, str]:
+    """A world with something of every kind; returns the generated ids the cases refer to."""
+    url = f"sqlite:///{directory / 'world.db'}"
+    w = World.from_settings(load_settings(db_url=url), ids=SeededIds(11))
+    try:
+        for agent in ("a1", "a2", "a3"):
+            w.register_agent(agent, agent.upper(), "tester", f"t-{agent}")
+            w.activate_session(f"agent:{agent}")
+        w.register_agent("a4", "A4", "tester", "t-a1")  # attached on a1's terminal
+        w.create_task("a1", "open work", task_id="t-open")
+        w.create_task("a1", "claimed work", task_id="t-claimed")
+        w.claim_task("a2", "t-claimed")
+        w.compare_and_set_state("a1", "k", 0, {"v": 1})
+        w.store_memory("a1", "private thought", "hypothesis", memory_id="m-priv")
+        w.store_memory("a1", "a candidate", "inference", memory_id="m-cand")
+        w.propose_memory("a1", "m-cand")
+        w.review_memory("a3", "m-cand")
+        w.store_memory("a1", "a shared fact", "observation", memory_id="m-shared")
+        w.propose_memory("a1", "m-shared")
+        w.promote_memory("a2", "m-shared")
+        done = w.enqueue_wake("a1", "a2", "ping", "k-done").wake
+        w.claim_wake("a2", agent_id="a2")
+        w.ack_wake("a2", done.wake_id, "no_action")
+        pending = w.enqueue_wake("a1", "a3", "ping", "k-pending").wake
+        handoff = w.create_handoff("a2", "a3", "t-claimed", "take over")
+        w.register_artifact("a1", "doc", b"artifact one", artifact_id="art1")
+        bad = w.register_artifact("a1", "doc", b"to be tampered with", artifact_id="art-bad")
+        w.set_topology_edge("a1", "a1", "a2", "info")
+        assert w.artifact_dir is not None
+        (w.artifact_dir / bad.location).write_bytes(b"tampered")
+    finally:
+        w.close()
+    return {"wake_done": done.wake_id, "wake_pending": pending.wake_id, "handoff": handoff.handoff_id}
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    directory = tmp_path_factory.mktemp("seeded") / "world"
+    directory.mkdir()
+    return directory, seed(directory)
+
+
+@pytest.fixture
+def world_copy(template: tuple[Path, dict[str, str]], tmp_path: Path) -> tuple[str, dict[str, str]]:
+    """A private copy of the seeded world, and the values ``$name`` placeholders expand to."""
+    directory = tmp_path / "world"
+    shutil.copytree(template[0], directory)
+    (tmp_path / "content.txt").write_text("new content")
+    (tmp_path / "afile").write_text("a regular file, not a directory")
+    url = f"sqlite:///{directory / 'world.db'}"
+    values = {**template[1], "url": url, "big_json": BIG_JSON, "big_text": BIG_TEXT,
+              "file": str(tmp_path / "content.txt"), "missing_file": str(tmp_path / "nope.txt"),
+              "dir": str(tmp_path), "afile": str(tmp_path / "afile")}
+    return url, values
+
+
+def test_every_command_has_bad_input_cases() -> None:
+    assert all_commands() - {covered(c) for c in CASES} == set()
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["human", "json"])
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_bad_input_fails_cleanly_and_changes_nothing(case: Case, as_json: bool,
+                                                     world_copy: tuple[str, dict[str, str]]) -> None:
+    url, values = world_copy
+    before = counts(url)
+    db = Template(case.db).safe_substitute(values) if case.db else url
+    result = invoke(db, *case.args(values), actor=case.actor, as_json=as_json)
+    assert_clean_failure(result, case.code)
+    assert case.fragment in result.stderr, result.stderr
+    assert result.stdout == ""
+    if as_json and case.code != 2:
+        error = json.loads(result.stderr)
+        assert error["code"] in CODES[case.code], error
+        assert error["message"]
+    assert counts(url) == before
