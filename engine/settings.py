@@ -44,13 +44,19 @@ class Settings(BaseSettings):
 
     def ensure_sqlite_parent(self) -> None:
         """Create the directory of a SQLite database file if it does not exist yet."""
-        prefix = "sqlite:///"
-        if self.db_url.startswith(prefix) and len(self.db_url) > len(prefix):
-            parent = Path(self.db_url[len(prefix):]).expanduser().parent
-            try:
-                parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise StoreUnavailable(f"cannot create the database directory {parent}: {exc}") from exc
+        ensure_sqlite_parent(self.db_url)
+
+
+def ensure_sqlite_parent(db_url: str) -> None:
+    """Create the directory of a SQLite database file named by ``db_url``, if any; else do nothing."""
+    prefix = "sqlite:///"
+    path = db_url[len(prefix):].split("?", 1)[0] if db_url.startswith(prefix) else ""
+    if path and path != ":memory:":
+        parent = Path(path).expanduser().parent
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot create the database directory {parent}: {exc}") from exc
 
 
 def load_settings(**overrides: object) -> Settings:
@@ -64,4 +70,4 @@ def load_settings(**overrides: object) -> Settings:
         raise InvalidInput(name, first["msg"]) from exc
 
 
-__all__ = ["DEFAULT_DB_URL", "Settings", "load_settings"]
+__all__ = ["DEFAULT_DB_URL", "Settings", "ensure_sqlite_parent", "load_settings"]

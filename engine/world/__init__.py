@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.settings import Settings
+from engine.settings import Settings, ensure_sqlite_parent
 from engine.sources import Clock, IdSource
 from engine.world.artifacts import ArtifactCalls
 from engine.world.channels import ChannelCalls
@@ -30,11 +30,12 @@ class World(ChannelCalls, StateCalls, TaskCalls, ArtifactCalls, MemoryCalls, Wak
     """One persistent shared world over one store."""
 
     @classmethod
-    def open(cls, url: str, *, artifact_dir: Path | None = None, clock: Clock | None = None,
+    def open(cls, url: str, *, artifact_dir: Path | str | None = None, clock: Clock | None = None,
              ids: IdSource | None = None, options: DatabaseOptions | None = None, init: bool = True) -> World:
-        """Open (and by default migrate) the world at ``url``."""
+        """Open (and by default migrate) the world at ``url``; a SQLite file's directory is created."""
+        ensure_sqlite_parent(url)
         store = Store(url, options)
-        world = cls(store, clock=clock, ids=ids, artifact_dir=artifact_dir)
+        world = cls(store, clock=clock, ids=ids, artifact_dir=Path(artifact_dir) if artifact_dir else None)
         if init:
             store.init(world.clock.now_us())
         return world
