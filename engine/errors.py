@@ -20,8 +20,14 @@ durable_rules) are mapped at the boundary with ``raise ... from exc``; they neve
     │   └── LeaseHeld                lease_held               5   (wake_id, lease_owner, lease_until_us)
     ├── IllegalTransition            illegal_transition       6   (kind, id, status, action)
     ├── NotPermitted                 not_permitted            6   (actor, action, kind, id, reason)
+    │   └── PolicyDenied             policy_denied            6   (+ policy_epoch)
     ├── ArtifactCorrupted            artifact_corrupted       7   (artifact_id, version, expected, actual)
-    └── StoreUnavailable             store_unavailable        8   (reason)
+    ├── StoreUnavailable             store_unavailable        8   (reason)
+    └── PolicyUnavailable            policy_unavailable       9   (reason)
+
+A policy decision that cannot be had (the PDP is down, hung, too slow or answers an error) is
+``PolicyUnavailable``: fail closed, nothing is written. ``InvalidInput`` with code
+``policy_invalid_request`` reports attributes the PDP's schemas reject (never a silent deny).
 
 A conflict is answered with the current version: re-read, recompute, and only then write again
 (never resend the same request with the expected version patched).
@@ -223,6 +229,25 @@ class NotPermitted(PMWError):
                 "reason": self.reason}
 
 
+class PolicyDenied(NotPermitted):
+    """The policy decision point denied the action (under policy epoch ``policy_epoch``)."""
+
+    code = "policy_denied"
+
+    def __init__(self, actor: str, action: str, kind: str, id: str, policy_epoch: str | None) -> None:
+        super().__init__(actor, action, kind, id, f"denied by policy (epoch {policy_epoch})")
+        self.policy_epoch = policy_epoch
+
+    def details(self) -> dict[str, Any]:
+        return {**super().details(), "policy_epoch": self.policy_epoch}
+
+
+class PolicyInvalidRequest(InvalidInput):
+    """The PDP's schemas reject the principal or resource attributes (a request bug, not a deny)."""
+
+    code = "policy_invalid_request"
+
+
 class ArtifactCorrupted(PMWError):
     """Artifact content on disk does not match the checksum in the registry."""
 
@@ -255,6 +280,21 @@ class StoreUnavailable(PMWError):
         return {"reason": self.reason}
 
 
+class PolicyUnavailable(PMWError):
+    """No policy decision could be had: the PDP is down, hung, past its deadline, or answered an error.
+    The caller's action was not taken (fail closed)."""
+
+    code = "policy_unavailable"
+    exit_code = 9
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"policy unavailable: {reason}")
+        self.reason = reason
+
+    def details(self) -> dict[str, Any]:
+        return {"reason": self.reason}
+
+
 __all__ = [
     "AlreadyExists",
     "ArtifactCorrupted",
@@ -267,6 +307,9 @@ __all__ = [
     "OperationConflict",
     "PMWError",
     "PayloadTooLarge",
+    "PolicyDenied",
+    "PolicyInvalidRequest",
+    "PolicyUnavailable",
     "StoreUnavailable",
     "TargetUnresolved",
     "TerminalOwned",
