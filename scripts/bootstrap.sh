@@ -25,6 +25,15 @@ spec="$here"
 [ -n "$extras" ] && spec="$here[$extras]"
 "$here/.venv/bin/python" -m pip install -q -e "$spec"
 
+# The Cerbos PDP binary, pinned in package.json / package-lock.json (npm registry).
+if [ ! -x "$here/node_modules/@cerbos/cerbos-linux-x64/cerbos-linux-x64" ]; then
+  if command -v npm >/dev/null 2>&1; then
+    (cd "$here" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  else
+    echo "warning: npm not found; the Cerbos PDP cannot be installed (Debian: apt-get install npm)" >&2
+  fi
+fi
+
 # Debian keeps the PostgreSQL server binaries outside PATH; the tests look for initdb/pg_ctl/postgres.
 if ! command -v initdb >/dev/null 2>&1; then
   for d in /usr/lib/postgresql/*/bin; do
