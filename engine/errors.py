@@ -17,6 +17,7 @@ durable_rules) are mapped at the boundary with ``raise ... from exc``; they neve
     │   ├── AlreadyExists            already_exists           5   (kind, id)
     │   ├── OperationConflict        operation_conflict       5   (op_id, command)
     │   ├── TerminalOwned            terminal_owned           5   (term_key, owner_agent)
+    │   ├── PolicyEpochChanged       policy_epoch_changed     5   (decided_under, current)
     │   └── LeaseHeld                lease_held               5   (wake_id, lease_owner, lease_until_us)
     ├── IllegalTransition            illegal_transition       6   (kind, id, status, action)
     ├── NotPermitted                 not_permitted            6   (actor, action, kind, id, reason)
@@ -178,6 +179,20 @@ class TerminalOwned(ConflictError):
         return {"term_key": self.term_key, "owner_agent": self.owner_agent}
 
 
+class PolicyEpochChanged(ConflictError):
+    """The policy changed between the decision and the commit: decide again under the new epoch."""
+
+    code = "policy_epoch_changed"
+
+    def __init__(self, decided_under: str | None, current: str | None) -> None:
+        super().__init__(f"decided under policy epoch {decided_under!r}, but the current epoch is {current!r}")
+        self.decided_under = decided_under
+        self.current = current
+
+    def details(self) -> dict[str, Any]:
+        return {"decided_under": self.decided_under, "current": self.current}
+
+
 class LeaseHeld(ConflictError):
     """The wake is leased to another worker (or the caller's lease expired and was taken)."""
 
@@ -308,6 +323,7 @@ __all__ = [
     "PMWError",
     "PayloadTooLarge",
     "PolicyDenied",
+    "PolicyEpochChanged",
     "PolicyInvalidRequest",
     "PolicyUnavailable",
     "StoreUnavailable",

@@ -5,6 +5,11 @@
                         ``./pmw-data/artifacts``
 ``PMW_SQLITE_SYNCHRONOUS``  ``NORMAL`` (default) or ``FULL``
 ``PMW_BUSY_TIMEOUT_MS`` SQLite busy timeout (default 30000)
+``PMW_POLICY_DIR``      the Cerbos policy directory the runtime's own PDP serves (default: the repo's
+                        ``policies/``)
+``PMW_PDP_ADDRESS``     ``host:port`` of an external PDP's gRPC listener; unset: the runtime starts its own
+``PMW_PDP_ADMIN_USER`` / ``PMW_PDP_ADMIN_PASSWORD``  admin credentials of an external PDP (for reloads)
+``PMW_PDP_TIMEOUT_S``   deadline of every PDP call (default 2.0 s)
 
 A bad value fails with :class:`~engine.errors.InvalidInput` naming the variable.
 """
@@ -30,6 +35,11 @@ class Settings(BaseSettings):
     artifact_dir: Path | None = None
     sqlite_synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
     busy_timeout_ms: int = Field(default=30_000, ge=0, le=600_000)
+    policy_dir: Path = Field(default_factory=lambda: Path(__file__).resolve().parents[1] / "policies")
+    pdp_address: str | None = Field(default=None, pattern=r"^[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$")
+    pdp_admin_user: str | None = None
+    pdp_admin_password: str | None = None
+    pdp_timeout_s: float = Field(default=2.0, gt=0, le=60)
 
     def resolved_artifact_dir(self) -> Path:
         if self.artifact_dir is not None:

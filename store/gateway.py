@@ -34,6 +34,7 @@ from engine.errors import (
     NotFound,
     OperationConflict,
     PMWError,
+    PolicyEpochChanged,
     StoreUnavailable,
     VersionConflict,
 )
@@ -169,7 +170,18 @@ class _Tx:
         except self.db.integrity_error as exc:
             raise _DuplicateOperationError from exc  # event ids are fresh; only op_id can collide
 
+    def check_epoch(self, request: WriteRequest) -> None:
+        """A write decided under a policy epoch commits only while that epoch is still the current one."""
+        if request.policy_epoch is None:
+            return
+        self.cur.execute("SELECT epoch FROM policy_epochs ORDER BY activated_at_us DESC, epoch DESC LIMIT 1")
+        row = self.cur.fetchone()
+        current = row[0] if row is not None else None
+        if current != request.policy_epoch:
+            raise PolicyEpochChanged(request.policy_epoch, current)
+
     def apply(self, request: WriteRequest) -> None:
+        self.check_epoch(request)
         changes: list[Insert | Update] = [*request.changes,
                                           *(_provenance_row(request, e) for e in request.provenance)]
         self.append_event(request, changes)

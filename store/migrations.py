@@ -16,9 +16,10 @@ from sqlalchemy.exc import DatabaseError
 
 from engine.errors import StoreUnavailable
 from store.database import Database
-from store.schema import OPERATIONS_VIEW, metadata, schema_migrations
+from store.schema import OPERATIONS_VIEW, metadata, policy_epochs, schema_migrations
 
 _ADVISORY_LOCK_ID = 0x504D5701  # "PMW" 1
+_LATER = {"policy_epochs"}  # tables that later migrations create
 
 
 @dataclass(frozen=True)
@@ -29,14 +30,19 @@ class Migration:
 
 
 def _initial_schema(conn: Connection) -> None:
-    metadata.create_all(conn, checkfirst=True)
+    metadata.create_all(conn, tables=[t for t in metadata.sorted_tables if t.name not in _LATER], checkfirst=True)
     view = OPERATIONS_VIEW if conn.dialect.name == "sqlite" else OPERATIONS_VIEW.replace(
         "CREATE VIEW IF NOT EXISTS", "CREATE OR REPLACE VIEW")
     conn.execute(text(view))
 
 
+def _policy_epochs(conn: Connection) -> None:
+    policy_epochs.create(conn, checkfirst=True)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema: world tables, events (the operations ledger), snapshots", _initial_schema),
+    Migration(2, "policy epochs: the policy set every decision must have been taken under", _policy_epochs),
 )
 
 

@@ -10,7 +10,9 @@ from sqlalchemy import Connection, Table, and_, func, or_, select
 from sqlalchemy.exc import DatabaseError
 
 from engine.errors import StoreUnavailable
+from engine.policy.model import PlanFilter
 from store.database import Database
+from store.plan_sql import plan_clause, table_of
 from store.schema import (
     STATE_TABLES,
     TABLES,
@@ -144,6 +146,20 @@ class Reader:
         )
         stmt = (select(deliveries).where(addressed, deliveries.c.status != "acked")
                 .order_by(deliveries.c.updated_at_us, deliveries.c.delivery_id).limit(limit))
+        with self._conn() as conn:
+            return [dict(r) for r in conn.execute(stmt).mappings()]
+
+    def rows_allowed(self, kind: str, plan: PlanFilter, where: Mapping[str, Any] | None = None, *,
+                     order_by: Sequence[str] = (), limit: int | None = None, descending: bool = False) -> list[Row]:
+        """Rows of ``kind`` that a policy plan allows, plus equality filters; one query.
+        Raises :class:`~store.plan_sql.UntranslatablePlan` when the plan cannot be expressed in SQL."""
+        t = table_of(kind)
+        clauses = [t.c[k].in_(v) if isinstance(v, list | tuple) else t.c[k] == v for k, v in (where or {}).items()]
+        cols = [t.c[c] for c in (order_by or primary_key(t))]
+        stmt = (select(t).where(plan_clause(kind, plan), *clauses)
+                .order_by(*(c.desc() if descending else c for c in cols)))
+        if limit is not None:
+            stmt = stmt.limit(limit)
         with self._conn() as conn:
             return [dict(r) for r in conn.execute(stmt).mappings()]
 

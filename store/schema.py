@@ -365,6 +365,16 @@ deliveries = Table(
     sqlite_with_rowid=False,
 )
 
+policy_epochs = Table(
+    "policy_epochs", metadata,
+    Column("epoch", String(100), primary_key=True),
+    Column("activated_at_us", BigInteger, nullable=False),
+    _id("activated_by", nullable=False),
+    Column("source", String(500), nullable=False),
+    Index("ix_policy_epochs_activated", "activated_at_us"),
+    sqlite_with_rowid=False,
+)
+
 snapshots = Table(
     "snapshots", metadata,
     _id("snapshot_id", primary_key=True),
@@ -383,7 +393,7 @@ OPERATIONS_VIEW = ("CREATE VIEW IF NOT EXISTS operations AS SELECT op_id, comman
 STATE_TABLES: tuple[Table, ...] = (
     agents, sessions, state_entries, tasks, artifacts, artifact_versions, memory, wakes, handoffs,
     receipts, topology_versions, topology_edges, rooms, room_members, provenance_edges, messages,
-    deliveries,
+    deliveries, policy_epochs,
 )
 TABLES: dict[str, Table] = {t.name: t for t in metadata.sorted_tables}
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.policy.enforcement import LocalScopeRules
 from engine.sources import ManualClock, SeededIds
 from engine.world import World
 from tests.pg_cluster import INSTALL_HINT, PgCluster, binaries_available
@@ -71,7 +72,7 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 def world(db_url: str, tmp_path: Path, clock: ManualClock) -> Iterator[World]:
-    w = World.open(db_url, artifact_dir=tmp_path / "artifacts", clock=clock, ids=SeededIds(7))
+    w = World.open(db_url, policy=LocalScopeRules(), artifact_dir=tmp_path / "artifacts", clock=clock, ids=SeededIds(7))
     yield w
     w.close()
 

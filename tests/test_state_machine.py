@@ -23,6 +23,7 @@ from engine.errors import (
     PMWError,
     VersionConflict,
 )
+from engine.policy.enforcement import LocalScopeRules
 from engine.sources import ManualClock, SeededIds
 from engine.world import World
 
@@ -41,7 +42,7 @@ class GatewayMachine(RuleBasedStateMachine):
 
     @initialize()
     def open_world(self) -> None:
-        self.world = World.open("sqlite://", clock=ManualClock(), ids=SeededIds(0))
+        self.world = World.open("sqlite://", policy=LocalScopeRules(), clock=ManualClock(), ids=SeededIds(0))
         for agent in ("a", "b"):
             self.world.register_agent(agent, agent, "worker", f"t-{agent}")
         self.state: dict[str, tuple[int, Any]] = {}

@@ -25,7 +25,7 @@ class CapabilityClass(StrEnum):
 
 # Every action of every kind, by capability class (docs/policy-contract.md).
 _MUTATIONS: dict[str, tuple[str, ...]] = {
-    "agent": ("register", "update", "unregister"),
+    "agent": ("register", "update", "grant", "unregister"),
     "state": ("write",),
     "task": ("create", "assign", "claim", "complete", "fail", "release", "abort"),
     "artifact": ("create", "version"),

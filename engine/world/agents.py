@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
-from engine.errors import AlreadyExists, InvalidInput, TargetUnresolved, TerminalOwned
+from engine.errors import AlreadyExists, InvalidInput, NotPermitted, TargetUnresolved, TerminalOwned
 from engine.models.agents import SESSION_LIFECYCLE, Agent, Presence, Registration, Session, Target
 from engine.models.common import Id, Model, Name, Payload
+from engine.policy.attributes import GOVERNOR_ROLE
+from engine.policy.enforcement import Check
 from engine.validation import build, check_id, parse_enum
 from engine.world.core import Cause, Plan, WorldCore
 from store import Change, Insert, Update
@@ -24,6 +26,13 @@ class RegisterAgent(Model):
     platform: Id | None = None
     capability_profile: Payload = Field(default_factory=dict)
     permission_profile: Payload = Field(default_factory=dict)
+
+
+class Grant(Model):
+    agent_id: Id
+    capabilities: list[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_.:\-]{0,99}$")]] | None = Field(
+        default=None, max_length=256)
+    clearance: int | None = Field(default=None, ge=0, le=5)
 
 
 class SessionChange(Model):
@@ -79,9 +88,53 @@ class AgentCalls(WorldCore):
                               {**fields, "status": status.value, "last_seen_us": now}, "agent", req.agent_id)]
             event = "agent.recovered"
         changes.append(Insert("sessions", session.model_dump(mode="json"), "session", sid))
+        row = agent.model_dump(mode="json")
+        checks = [Check("agent", req.agent_id, "register" if existing is None else "update", row)]
+        old = existing or {"capability_profile": {}, "permission_profile": {}}
+        if (req.capability_profile, req.permission_profile) != (old["capability_profile"], old["permission_profile"]):
+            checks.append(Check("agent", req.agent_id, "grant", row))  # authority is granted, never self-taken
         return Plan(event, "agent", req.agent_id, Registration(agent=agent, session=session), changes,
                     payload={"session_id": sid, "term_key": req.term_key},
-                    resulting_version=agent.version)
+                    resulting_version=agent.version, checks=checks)
+
+    def bootstrap_governor(self, agent_id: str, display_name: str, term_key: str, *,
+                           op_id: str | None = None) -> Registration:
+        """Register the world's first governor (the human principal who grants authority to agents).
+        Allowed only while no governor exists; recorded like any registration. Not decided by the PDP:
+        there is nobody yet whose authority could allow it."""
+        req = build(RegisterAgent, agent_id=agent_id, display_name=display_name, role_id=GOVERNOR_ROLE,
+                    term_key=term_key)
+
+        def plan(now: int) -> Plan:
+            if self.store.read.rows("agents", {"role_id": GOVERNOR_ROLE}, limit=1):
+                raise NotPermitted(agent_id, "bootstrap", "agent", agent_id, "a governor already exists")
+            p = self._plan_register(req, now)
+            p.event_type = "governor.bootstrapped"
+            return p
+        return self._write("bootstrap_governor", agent_id, req, plan, Registration, op_id=op_id, cause=None,
+                           decided=False)
+
+    def grant(self, actor: str, agent_id: str, *, capabilities: list[str] | None = None,
+              clearance: int | None = None, op_id: str | None = None, cause: Cause | None = None) -> Agent:
+        """Set an agent's maximum capabilities and/or clearance (policy action ``agent:grant``: governors)."""
+        req = build(Grant, agent_id=agent_id, capabilities=capabilities, clearance=clearance)
+
+        def plan(now: int) -> Plan:
+            row = self._row("agents", "agent", agent_id, agent_id=agent_id)
+            caps = dict(row["capability_profile"])
+            perms = dict(row["permission_profile"])
+            if req.capabilities is not None:
+                caps["capabilities"] = sorted(set(req.capabilities))
+            if req.clearance is not None:
+                perms["clearance"] = req.clearance
+            values = {"capability_profile": caps, "permission_profile": perms}
+            agent = Agent.model_validate({**row, **values, "version": row["version"] + 1})
+            return Plan("agent.granted", "agent", agent_id, agent,
+                        [Update("agents", {"agent_id": agent_id}, row["version"], values, "agent", agent_id)],
+                        payload={"capabilities": caps.get("capabilities"), "clearance": perms.get("clearance")},
+                        base_version=row["version"], resulting_version=agent.version,
+                        checks=[Check("agent", agent_id, "grant", row)])
+        return self._write("grant", actor, req, plan, Agent, op_id=op_id, cause=cause)
 
     def resolve_target(self, target: Target | str) -> list[Session]:
         """Sessions named by an explicit target: an agent's sessions, a terminal's live sessions, or one
@@ -142,9 +195,11 @@ class AgentCalls(WorldCore):
         changes: list[Change] = [Update("sessions", {"session_id": session_id}, s.version,
                                         {"status": status, "updated_at_us": now}, "session", session_id)]
         changes.append(self._agent_presence_change(s.agent_id, {session_id: status}, now))
+        agent_row = self._row("agents", "agent", s.agent_id, agent_id=s.agent_id)
         return Plan(f"session.{action}", "session", session_id, new, changes,
                     payload={"agent_id": s.agent_id, "term_key": s.term_key, "status": status},
-                    base_version=s.version, resulting_version=new.version)
+                    base_version=s.version, resulting_version=new.version,
+                    checks=[Check("agent", s.agent_id, "update", agent_row)])
 
     def _agent_presence_change(self, agent_id: str, overrides: dict[str, str], now: int) -> Update:
         agent = self._row("agents", "agent", agent_id, agent_id=agent_id)
@@ -180,20 +235,22 @@ class AgentCalls(WorldCore):
         agent_ids = sorted({s.agent_id for s in sessions} | ({t.agent_id} if t.agent_id else set()))
         offline = {s.session_id: "offline" for s in sessions}
         changes += [self._agent_presence_change(a, offline, now) for a in agent_ids]
+        checks = [Check("agent", a, "unregister", self._row("agents", "agent", a, agent_id=a)) for a in agent_ids]
         return Plan("agent.unregistered", "target", str(t), _SessionList(sessions=out), changes,
-                    payload={"agents": agent_ids, "sessions": [s.session_id for s in sessions]})
+                    payload={"agents": agent_ids, "sessions": [s.session_id for s in sessions]}, checks=checks)
 
-    def get_agent(self, agent_id: str) -> Agent:
+    def get_agent(self, agent_id: str, *, actor: str | None = None) -> Agent:
         check_id("agent_id", agent_id)
-        return self._load(Agent, "agents", "agent", agent_id, agent_id=agent_id)
+        return self._get(Agent, "agents", "agent", agent_id, actor, agent_id=agent_id)
 
-    def list_agents(self, *, status: str | None = None, role_id: str | None = None) -> list[Agent]:
+    def list_agents(self, *, status: str | None = None, role_id: str | None = None,
+                    actor: str | None = None) -> list[Agent]:
         where: dict[str, Any] = {}
         if status is not None:
             where["status"] = parse_enum("status", Presence, status).value
         if role_id is not None:
             where["role_id"] = check_id("role_id", role_id)
-        return [Agent.model_validate(r) for r in self.store.read.rows("agents", where)]
+        return self._list(Agent, "agents", "agent", actor, where)
 
     @staticmethod
     def _target(target: Target | str) -> Target:

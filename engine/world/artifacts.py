@@ -18,6 +18,7 @@ from pydantic import Field
 from engine.errors import ArtifactCorrupted, InvalidInput, NotPermitted, StoreUnavailable
 from engine.models.artifacts import Artifact, ArtifactContent, ArtifactStatus, ArtifactVersion
 from engine.models.common import Id, Model
+from engine.policy.enforcement import Check
 from engine.validation import build, check_id
 from engine.world.core import Cause, Plan, WorldCore
 from store import Insert, Update
@@ -76,7 +77,8 @@ class ArtifactCalls(WorldCore):
                            size=req.size, location=location, created_at_us=now, updated_at_us=now, version=1)
             ver = self._version_row(art, actor, now)
             return Plan("artifact.committed", "artifact", aid, art,
-                        [Insert("artifacts", art.model_dump(mode="json"), "artifact", aid), ver],
+                        checks=[Check("artifact", aid, "create", art.model_dump(mode="json"))],
+                        changes=[Insert("artifacts", art.model_dump(mode="json"), "artifact", aid), ver],
                         payload={"version": 1, "checksum": req.checksum},
                         provenance=[("task", req.task_id, "artifact", aid, "produced_for")] if req.task_id else (),
                         resulting_version=1)
@@ -103,8 +105,9 @@ class ArtifactCalls(WorldCore):
                                          "updated_at_us": now, "version": base + 1})
             values = {"checksum": req.checksum, "size": req.size, "location": location, "updated_at_us": now}
             return Plan("artifact.committed", "artifact", artifact_id, new,
-                        [Update("artifacts", {"artifact_id": artifact_id}, base, values, "artifact", artifact_id),
-                         self._version_row(new, actor, now)],
+                        checks=[Check("artifact", artifact_id, "version", art.model_dump(mode="json"))],
+                        changes=[Update("artifacts", {"artifact_id": artifact_id}, base, values, "artifact",
+                                        artifact_id), self._version_row(new, actor, now)],
                         payload={"version": base + 1, "checksum": req.checksum},
                         provenance=[("artifact", f"{artifact_id}@{base}", "artifact", f"{artifact_id}@{base + 1}",
                                      "revised_by")], base_version=base, resulting_version=base + 1)
@@ -124,19 +127,20 @@ class ArtifactCalls(WorldCore):
         if len(content) > MAX_ARTIFACT_BYTES:
             raise InvalidInput("content", f"{len(content)} bytes exceeds {MAX_ARTIFACT_BYTES}")
 
-    def get_artifact(self, artifact_id: str) -> Artifact:
+    def get_artifact(self, artifact_id: str, *, actor: str | None = None) -> Artifact:
         check_id("artifact_id", artifact_id)
-        return self._load(Artifact, "artifacts", "artifact", artifact_id, artifact_id=artifact_id)
+        return self._get(Artifact, "artifacts", "artifact", artifact_id, actor, artifact_id=artifact_id)
 
-    def artifact_versions(self, artifact_id: str) -> list[ArtifactVersion]:
+    def artifact_versions(self, artifact_id: str, *, actor: str | None = None) -> list[ArtifactVersion]:
         check_id("artifact_id", artifact_id)
-        self.get_artifact(artifact_id)
+        self.get_artifact(artifact_id, actor=actor)
         return [ArtifactVersion.model_validate(r) for r in self.store.read.rows(
             "artifact_versions", {"artifact_id": artifact_id}, order_by=("version",))]
 
-    def read_artifact(self, artifact_id: str, version: int | None = None) -> ArtifactContent:
+    def read_artifact(self, artifact_id: str, version: int | None = None, *,
+                      actor: str | None = None) -> ArtifactContent:
         """The content of ``version`` (default: head), verified against the registered checksum."""
-        head = self.get_artifact(artifact_id)
+        head = self.get_artifact(artifact_id, actor=actor)
         v = head.version if version is None else version
         if not isinstance(v, int) or v < 1:
             raise InvalidInput("version", f"{version!r} is not a version number")
@@ -151,6 +155,7 @@ class ArtifactCalls(WorldCore):
             raise ArtifactCorrupted(artifact_id, v, ver.checksum, actual)
         return ArtifactContent(artifact=ver, content=data)
 
-    def list_artifacts(self, *, task_id: str | None = None, limit: int = 1000) -> list[Artifact]:
+    def list_artifacts(self, *, task_id: str | None = None, limit: int = 1000,
+                       actor: str | None = None) -> list[Artifact]:
         where = {"task_id": check_id("task_id", task_id)} if task_id is not None else {}
-        return [Artifact.model_validate(r) for r in self.store.read.rows("artifacts", where, limit=limit)]
+        return self._list(Artifact, "artifacts", "artifact", actor, where, limit=limit)

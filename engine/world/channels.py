@@ -15,6 +15,7 @@ from engine.errors import NotPermitted, TargetUnresolved
 from engine.models.agents import Agent, Target
 from engine.models.channels import DELIVERY_LIFECYCLE, Delivery, DeliveryStatus, Inbox, Message, RecipientKind
 from engine.models.common import Id, Model, Payload, Text
+from engine.policy.enforcement import Check
 from engine.validation import build, check_id
 from engine.world.agents import AgentCalls
 from engine.world.core import Cause, Plan
@@ -78,6 +79,7 @@ class ChannelCalls(AgentCalls):
         changes: list[Change] = [Insert("messages", msg.model_dump(mode="json"), "message", mid)]
         changes += [Insert("deliveries", d.model_dump(mode="json"), "delivery", d.delivery_id) for d in deliveries]
         return Plan("message.posted", "message", mid, Sent(message=msg, deliveries=deliveries), changes,
+                    checks=[Check("channel", req.channel, "send")],
                     payload={"channel": req.channel, "recipient_kind": req.recipient_kind.value,
                              "deliveries": len(deliveries)})
 
@@ -98,6 +100,11 @@ class ChannelCalls(AgentCalls):
             if d["recipient_kind"] in ("any", "role", "platform") and m["sender"] in {a.agent_id for a in agents}:
                 continue  # a pool message is not for its own sender
             out.append(Inbox(message=Message.model_validate(m), delivery=Delivery.model_validate(d)))
+        if self.policy.external:  # each reader sees only what the policy lets it read
+            reader = receiver or agents[0].agent_id
+            rows = [{**i.delivery.model_dump(mode="json"), "sender": i.message.sender} for i in out]
+            allowed = {r["delivery_id"] for r in self._readable(reader, "message", rows, "delivery_id")}
+            out = [i for i in out if i.delivery.delivery_id in allowed]
         return out
 
     def _live_agents(self, target: Target | str) -> list[Agent]:
@@ -105,7 +112,7 @@ class ChannelCalls(AgentCalls):
         ids = sorted({s.agent_id for s in sessions if s.status.value in ("active", "attached")})
         if not ids:
             raise TargetUnresolved(str(target), "no active or attached identity")
-        return [self.get_agent(a) for a in ids]
+        return [self._load(Agent, "agents", "agent", a, agent_id=a) for a in ids]
 
     def claim_message(self, actor: str, delivery_id: str, *, op_id: str | None = None,
                       cause: Cause | None = None) -> Delivery:
@@ -121,7 +128,7 @@ class ChannelCalls(AgentCalls):
         req = build(DeliveryAction, delivery_id=delivery_id, action=action)
 
         def check(d: Delivery) -> None:
-            agent = self.get_agent(actor)
+            agent = self._load(Agent, "agents", "agent", actor, agent_id=actor)
             if action == "ack" and d.claimed_by != actor:
                 raise NotPermitted(actor, "ack", "delivery", delivery_id, f"claimed by {d.claimed_by}")
             if not _addressed_to(d, agent):

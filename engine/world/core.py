@@ -20,12 +20,14 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from engine.errors import NotFound, OperationConflict, VersionConflict
+from engine.errors import InvalidInput, NotFound, OperationConflict, PolicyDenied, VersionConflict
 from engine.models.common import Model, canonical_json
 from engine.models.lifecycle import Lifecycle
+from engine.policy.enforcement import Authorizer, Check
 from engine.sources import Clock, IdSource, RandomIds, SystemClock
 from engine.validation import build, check_id
-from store import Change, Provenance, Store, Update, WriteRequest
+from store import STATE_TABLE_KEYS, Change, Provenance, Store, Update, WriteRequest
+from store.plan_sql import UntranslatablePlan
 
 R = TypeVar("R", bound=BaseModel)
 
@@ -52,6 +54,7 @@ class Plan:
     base_version: int | None = None
     resulting_version: int | None = None
     topology_version: int | None = None
+    checks: Sequence[Check] = ()  # what the policy decides before this plan may be committed
 
 
 def request_hash(command: str, actor: str, request: BaseModel) -> str:
@@ -62,9 +65,10 @@ def request_hash(command: str, actor: str, request: BaseModel) -> str:
 class WorldCore:
     """State shared by every group of World calls: the store, the injected clock and id source."""
 
-    def __init__(self, store: Store, *, clock: Clock | None = None, ids: IdSource | None = None,
-                 artifact_dir: Path | None = None) -> None:
+    def __init__(self, store: Store, *, policy: Authorizer, clock: Clock | None = None,
+                 ids: IdSource | None = None, artifact_dir: Path | None = None) -> None:
         self.store = store
+        self.policy = policy
         self.clock: Clock = clock or SystemClock()
         self.ids: IdSource = ids or RandomIds()
         self.artifact_dir = artifact_dir
@@ -80,12 +84,76 @@ class WorldCore:
     def _load(self, model: type[R], table: str, kind: str, ident: str, **key: Any) -> R:
         return model.model_validate(self._row(table, kind, ident, **key))
 
+    def _reader(self, actor: str | None) -> str | None:
+        """The reading agent: required (and validated) when an external PDP decides reads."""
+        if actor is None:
+            if self.policy.external:
+                raise InvalidInput("actor", "reads are decided by the policy: say who is reading")
+            return None
+        return check_id("actor", actor)
+
+    def _may_read(self, actor: str | None, kind: str, ident: str, row: dict[str, Any]) -> None:
+        """Raise unless ``actor`` may read this row (no-op without a PDP)."""
+        who = self._reader(actor)
+        if who is not None and self.policy.external:
+            self._authorize(who, [Check(kind, ident, "read", row)], "read")
+
+    def _readable(self, actor: str | None, kind: str, rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+        """The rows ``actor`` may read, in order (all of them without a PDP)."""
+        who = self._reader(actor)
+        if who is None or not self.policy.external or not rows:
+            return rows
+        decisions = self.policy.decide(who, [Check(kind, str(r[key]), "read", r) for r in rows])
+        return [r for r, d in zip(rows, decisions, strict=True) if d.allowed("read")]
+
+    def _get(self, model: type[R], table: str, kind: str, ident: str, actor: str | None, **key: Any) -> R:
+        """One object, if it exists (``NotFound``) and ``actor`` may read it (``PolicyDenied``)."""
+        row = self._row(table, kind, ident, **key)
+        self._may_read(actor, kind, ident, row)
+        return model.model_validate(row)
+
+    def _list(self, model: type[R], table: str, kind: str, actor: str | None, where: dict[str, Any], *,
+              order_by: Sequence[str] = (), limit: int | None = None, descending: bool = False) -> list[R]:
+        """The objects matching ``where`` that ``actor`` may read: with a PDP, one query filtered by the
+        policy's plan (or, if the plan cannot be expressed in SQL, batched single checks)."""
+        who = self._reader(actor)
+        if who is None or not self.policy.external:
+            rows = self.store.read.rows(table, where, order_by=order_by, limit=limit, descending=descending)
+            return [model.model_validate(r) for r in rows]
+        plan = self.policy.plan(who, kind, "read")
+        try:
+            rows = self.store.read.rows_allowed(kind, plan, where, order_by=order_by, limit=limit,
+                                                descending=descending) if plan is not None else []
+        except UntranslatablePlan:
+            rows = self.store.read.rows(table, where, order_by=order_by, descending=descending)
+            key = next(iter(STATE_TABLE_KEYS[table]))
+            rows = self._readable(who, kind, rows, key)[:limit]
+        return [model.model_validate(r) for r in rows]
+
+    def _authorize(self, actor: str, checks: Sequence[Check], command: str) -> str | None:
+        """The PDP's decision for ``checks``; a denial is recorded in the log (audit) and re-raised."""
+        try:
+            return self.policy.authorize(actor, checks)
+        except PolicyDenied as denied:
+            self._record_denial(actor, command, denied)
+            raise
+
+    def _record_denial(self, actor: str, command: str, denied: PolicyDenied) -> None:
+        now = self.clock.now_us()
+        ref = {"kind": denied.kind, "id": denied.id, "action": denied.action}
+        self.store.commit(WriteRequest(
+            op_id=self.ids.new("op"), command="policy.denied", request_hash=request_hash_of(ref),
+            actor_id=actor, event_id=self.ids.new("evt"), event_type="policy.denied", subject_kind=denied.kind,
+            subject_id=denied.id[:300], created_at_us=now, result={}, policy_epoch=None,
+            payload={**ref, "command": command, "policy_epoch": denied.policy_epoch}))
+
     # -- the write path ----------------------------------------------------------------------------
 
     def _write(self, command: str, actor: str, request: BaseModel, plan: Callable[[int], Plan],
                result_type: type[R], *, op_id: str | None, cause: Cause | None,
-               event_id: str | None = None) -> R:
-        """Validate identity, dedupe by operation id, plan at ``now`` and commit through the gateway."""
+               event_id: str | None = None, decided: bool = True) -> R:
+        """Validate identity, dedupe by operation id, plan at ``now``, ask the policy, and commit through
+        the gateway. ``decided=False`` skips the policy: only for bootstrapping the first governor."""
         check_id("actor", actor)
         digest = request_hash(command, actor, request)
         if op_id is not None:
@@ -97,6 +165,7 @@ class WorldCore:
                 return result_type.model_validate(stored.result)
         now = self.clock.now_us()
         p = plan(now)
+        epoch = self._authorize(actor, p.checks, command) if decided else None
         cause = cause or Cause()
         event_id = event_id or self.ids.new("evt")
         outcome = self.store.commit(WriteRequest(
@@ -107,7 +176,7 @@ class WorldCore:
             provenance=[Provenance(self.ids.new("prv"), *edge) for edge in p.provenance],
             parent_event_id=cause.parent_event_id, causation_id=cause.causation_id,
             correlation_id=cause.correlation_id, base_version=p.base_version,
-            resulting_version=p.resulting_version, topology_version=p.topology_version))
+            resulting_version=p.resulting_version, topology_version=p.topology_version, policy_epoch=epoch))
         if not outcome.replayed and isinstance(p.result, result_type):
             return p.result
         return result_type.model_validate(outcome.result)  # a concurrent twin committed first
@@ -117,7 +186,8 @@ class WorldCore:
                     values: dict[str, Any] | None = None, check: Callable[[R], None] | None = None,
                     status_field: str = "status", time_field: str | None = "updated_at_us",
                     event_type: str | None = None, extra: Sequence[Change] = (),
-                    payload: dict[str, Any] | None = None) -> tuple[Plan, R]:
+                    payload: dict[str, Any] | None = None, policy_action: str | None = None,
+                    side_effect: str = "S0") -> tuple[Plan, R]:
         """Plan a lifecycle transition of one row: read it, check the caller's expected version, the
         state machine and ``check``; then compare-and-set status, time and ``values``."""
         key_field = {"tasks": "task_id", "memory": "memory_id", "wakes": "wake_id",
@@ -134,9 +204,12 @@ class WorldCore:
         if time_field is not None:
             new_values[time_field] = now
         updated = model.model_validate({**current.model_dump(), **new_values, "version": version + 1})
+        check_kind = _POLICY_KIND.get(kind, kind)
+        decide = Check(check_kind, str(row["agent_id"]) if kind == "session" else ident,
+                       policy_action or _POLICY_ACTION.get((kind, action), action), row, side_effect)
         plan = Plan(event_type or f"{kind}.{action}", kind, ident, updated,
                     [Update(table, {key_field: ident}, version, _jsonable(new_values), kind, ident), *extra],
-                    payload=payload or {}, base_version=version, resulting_version=version + 1)
+                    payload=payload or {}, base_version=version, resulting_version=version + 1, checks=[decide])
         return plan, updated
 
     @staticmethod
@@ -144,6 +217,15 @@ class WorldCore:
         if cause is None or isinstance(cause, Cause):
             return cause
         return build(Cause, **cause)
+
+
+_POLICY_KIND = {"delivery": "message", "session": "agent"}
+_POLICY_ACTION = {("session", "activate"): "update", ("session", "relinquish"): "update",
+                  ("session", "detach"): "update", ("session", "attach"): "update"}
+
+
+def request_hash_of(value: Any) -> str:
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()
 
 
 def _jsonable(values: dict[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from engine.errors import NotPermitted
 from engine.models.common import Id, Model, Payload, Refs, Text
 from engine.models.handoffs import HANDOFF_LIFECYCLE, Handoff, HandoffStatus
 from engine.models.tasks import TASK_LIFECYCLE, Task
+from engine.policy.enforcement import Check
 from engine.validation import build, check_id, parse_enum
 from engine.world.core import Cause, Plan, WorldCore
 from store import Insert, Update
@@ -64,7 +65,8 @@ class HandoffCalls(WorldCore):
         refs = [("artifact", a, "handoff", hid, "carries") for a in req.artifact_refs]
         refs += [("ref", e, "handoff", hid, "evidence") for e in req.evidence_refs]
         return Plan("handoff.created", "handoff", hid, handoff,
-                    [Insert("handoffs", handoff.model_dump(mode="json"), "handoff", hid)],
+                    checks=[Check("handoff", hid, "create", handoff.model_dump(mode="json"))],
+                    changes=[Insert("handoffs", handoff.model_dump(mode="json"), "handoff", hid)],
                     payload={"task_id": req.task_id, "target_agent": req.target_agent},
                     provenance=[("task", req.task_id, "handoff", hid, "handed_off"), *refs], resulting_version=1)
 
@@ -112,15 +114,15 @@ class HandoffCalls(WorldCore):
                                    payload={"task_id": h.task_id, "source_agent": h.source_agent})
         return plan
 
-    def get_handoff(self, handoff_id: str) -> Handoff:
+    def get_handoff(self, handoff_id: str, *, actor: str | None = None) -> Handoff:
         check_id("handoff_id", handoff_id)
-        return self._load(Handoff, "handoffs", "handoff", handoff_id, handoff_id=handoff_id)
+        return self._get(Handoff, "handoffs", "handoff", handoff_id, actor, handoff_id=handoff_id)
 
     def list_handoffs(self, *, status: str | None = None, target_agent: str | None = None,
-                      limit: int = 1000) -> list[Handoff]:
+                      limit: int = 1000, actor: str | None = None) -> list[Handoff]:
         where: dict[str, Any] = {}
         if status is not None:
             where["status"] = parse_enum("status", HandoffStatus, status).value
         if target_agent is not None:
             where["target_agent"] = check_id("target_agent", target_agent)
-        return [Handoff.model_validate(r) for r in self.store.read.rows("handoffs", where, limit=limit)]
+        return self._list(Handoff, "handoffs", "handoff", actor, where, limit=limit)

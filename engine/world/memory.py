@@ -15,6 +15,7 @@ from pydantic import Field
 from engine.errors import InvalidInput, NotPermitted
 from engine.models.common import Confidence, Id, Model, Payload, Refs, Text, TimeUs
 from engine.models.memory import MEMORY_LIFECYCLE, EpistemicType, Memory, MemoryScope, MemoryStatus
+from engine.policy.enforcement import Check
 from engine.validation import build, check_id
 from engine.world.core import Cause, Plan, WorldCore
 from store import Change, Insert, Update
@@ -70,7 +71,9 @@ class MemoryCalls(WorldCore):
                      permission_scope=req.permission_scope, valid_from_us=now, valid_to_us=req.valid_to_us,
                      expires_at_us=now + req.ttl_seconds * 1_000_000 if req.ttl_seconds else None,
                      created_at_us=now, updated_at_us=now, version=1)
-        return Plan("memory.stored", "memory", mid, mem, [Insert("memory", mem.model_dump(mode="json"), "memory", mid)],
+        row = mem.model_dump(mode="json")
+        return Plan("memory.stored", "memory", mid, mem, [Insert("memory", row, "memory", mid)],
+                    checks=[Check("memory", mid, "create", {**row, "status": ""})],
                     payload={"scope": req.scope.value, "epistemic_type": req.epistemic_type.value},
                     provenance=[("ref", ref, "memory", mid, "derived_from") for ref in req.source_refs],
                     resulting_version=1)
@@ -78,6 +81,9 @@ class MemoryCalls(WorldCore):
     def get_memory(self, actor: str, memory_id: str) -> Memory:
         """The memory, if ``actor`` may see it by scope; else ``NotPermitted``."""
         check_id("memory_id", memory_id)
+        check_id("actor", actor)
+        if self.policy.external:
+            return self._get(Memory, "memory", "memory", memory_id, actor, memory_id=memory_id)
         mem = self._load(Memory, "memory", "memory", memory_id, memory_id=memory_id)
         if not self._can_see(actor, mem):
             raise NotPermitted(actor, "read", "memory", memory_id, f"{mem.scope.value} memory of {mem.owner}")
@@ -174,6 +180,12 @@ class MemoryCalls(WorldCore):
     def list_memory(self, actor: str, *, limit: int = 500) -> list[Memory]:
         """Memory ``actor`` may see by scope, newest first."""
         check_id("actor", actor)
+        if self.policy.external:
+            now = self.clock.now_us()
+            live = [m for m in self._list(Memory, "memory", "memory", actor, {}, order_by=("updated_at_us",),
+                                          descending=True)
+                    if m.status.value not in ("revoked", "rejected") and (m.expires_at_us or now + 1) > now]
+            return live[:limit]
         rooms = self.store.read.active_rooms_of(actor)
         rows = self.store.read.visible_memory(actor, rooms, self.clock.now_us(), limit)
         return [Memory.model_validate(r) for r in rows]

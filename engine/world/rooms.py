@@ -9,6 +9,7 @@ from pydantic import Field
 from engine.errors import NotPermitted
 from engine.models.common import Id, Model, Payload, Text
 from engine.models.rooms import ROOM_LIFECYCLE, Room, RoomMember, RoomStatus
+from engine.policy.enforcement import Check
 from engine.validation import build, check_id
 from engine.world.core import Cause, Plan, WorldCore
 from store import Change, Insert, Update
@@ -50,7 +51,8 @@ class RoomCalls(WorldCore):
                 self._row("agents", "agent", agent, agent_id=agent)
             changes: list[Change] = [Insert("rooms", room.model_dump(mode="json"), "room", rid)]
             changes += [self._member_insert(rid, a, now) for a in who]
-            return Plan("room.opened", "room", rid, room, changes, payload={"members": who}, resulting_version=1)
+            return Plan("room.opened", "room", rid, room, changes, payload={"members": who}, resulting_version=1,
+                        checks=[Check("room", rid, "create", room.model_dump(mode="json"))])
         return self._write("create_room", actor, req, plan, Room, op_id=op_id, cause=cause)
 
     @staticmethod
@@ -73,7 +75,8 @@ class RoomCalls(WorldCore):
             change: Change = self._member_insert(room_id, req.agent_id, now) if row is None else Update(
                 "room_members", {"room_id": room_id, "agent_id": req.agent_id}, row["version"],
                 {"active": True, "joined_at_us": now, "left_at_us": None}, "room_member", f"{room_id}/{req.agent_id}")
-            return Plan("room.joined", "room", room_id, member, [change], payload={"agent_id": req.agent_id})
+            return Plan("room.joined", "room", room_id, member, [change], payload={"agent_id": req.agent_id},
+                        checks=[Check("room", room_id, "join", room.model_dump(mode="json"))])
         return self._write("join_room", actor, req, plan, RoomMember, op_id=op_id, cause=cause)
 
     def leave_room(self, actor: str, room_id: str, *, agent_id: str | None = None, op_id: str | None = None,
@@ -90,7 +93,8 @@ class RoomCalls(WorldCore):
             return Plan("room.left", "room", room_id, member, [Update(
                 "room_members", {"room_id": room_id, "agent_id": req.agent_id}, row["version"],
                 {"active": False, "left_at_us": now}, "room_member", f"{room_id}/{req.agent_id}")],
-                payload={"agent_id": req.agent_id})
+                payload={"agent_id": req.agent_id},
+                checks=[Check("room", room_id, "leave", self._row("rooms", "room", room_id, room_id=room_id))])
         return self._write("leave_room", actor, req, plan, RoomMember, op_id=op_id, cause=cause)
 
     def close_room(self, actor: str, room_id: str, *, op_id: str | None = None, cause: Cause | None = None) -> Room:
@@ -106,11 +110,11 @@ class RoomCalls(WorldCore):
             return p
         return self._write("close_room", actor, req, plan, Room, op_id=op_id, cause=cause)
 
-    def get_room(self, room_id: str) -> Room:
+    def get_room(self, room_id: str, *, actor: str | None = None) -> Room:
         check_id("room_id", room_id)
-        return self._load(Room, "rooms", "room", room_id, room_id=room_id)
+        return self._get(Room, "rooms", "room", room_id, actor, room_id=room_id)
 
-    def room_members(self, room_id: str, *, active_only: bool = True) -> list[RoomMember]:
-        self.get_room(room_id)
+    def room_members(self, room_id: str, *, active_only: bool = True, actor: str | None = None) -> list[RoomMember]:
+        self.get_room(room_id, actor=actor)
         where: dict[str, Any] = {"room_id": room_id, **({"active": True} if active_only else {})}
         return [RoomMember.model_validate(r) for r in self.store.read.rows("room_members", where)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from engine.fold import StateImage, fold
 from engine.models.common import Id, Model, TimeUs
+from engine.policy.enforcement import Check
 from engine.validation import check_id
 from engine.world.core import Plan, WorldCore
 from store import Insert
@@ -30,6 +31,7 @@ class SnapshotCalls(WorldCore):
             ref = SnapshotRef(snapshot_id=sid, at_seq=seq, created_at_us=now)
             row = {"snapshot_id": sid, "at_seq": seq, "content": image, "created_by": actor, "created_at_us": now}
             return Plan("snapshot.taken", "snapshot", sid, ref, [Insert("snapshots", row, "snapshot", sid)],
+                        checks=[Check("state", "snapshot", "write")],
                         payload={"at_seq": seq})
         return self._write("take_snapshot", actor, _TakeSnapshot(at_seq=seq), plan, SnapshotRef, op_id=None,
                            cause=None)

@@ -10,6 +10,7 @@ from engine.errors import InvalidInput
 from engine.models.common import Id, JsonValue, Model, Payload, TimeUs
 from engine.models.events import Event
 from engine.models.state import StateEntry, StateKey
+from engine.policy.enforcement import Check
 from engine.validation import build
 from engine.world.core import Cause, Plan, WorldCore
 from store import Insert, Update
@@ -37,17 +38,17 @@ class EventRef(Model):
 
 
 class StateCalls(WorldCore):
-    def get_state(self, key: str) -> StateEntry:
+    def get_state(self, key: str, *, actor: str | None = None) -> StateEntry:
         """The current entry for ``key``; raises ``NotFound``."""
         k = build(CompareAndSet, key=key, expected_version=0, value=None).key
-        return self._load(StateEntry, "state_entries", "state", k, key=k)
+        return self._get(StateEntry, "state_entries", "state", k, actor, key=k)
 
-    def list_state(self, prefix: str = "", limit: int = 1000) -> list[StateEntry]:
+    def list_state(self, prefix: str = "", limit: int = 1000, *, actor: str | None = None) -> list[StateEntry]:
         """Entries whose key starts with ``prefix``, in key order, at most ``limit`` (1 to 100,000)."""
         if not isinstance(limit, int) or not 1 <= limit <= 100_000:
             raise InvalidInput("limit", f"{limit!r} is not a whole number from 1 to 100000")
-        rows = self.store.read.rows("state_entries")
-        return [StateEntry.model_validate(r) for r in rows if r["key"].startswith(prefix)][:limit]
+        entries = self._list(StateEntry, "state_entries", "state", actor, {})
+        return [e for e in entries if e.key.startswith(prefix)][:limit]
 
     def compare_and_set_state(self, actor: str, key: str, expected_version: int, value: Any, *,
                               op_id: str | None = None, cause: Cause | None = None) -> StateEntry:
@@ -71,6 +72,7 @@ class StateCalls(WorldCore):
             change = Update("state_entries", {"key": req.key}, req.expected_version,
                             {"value": req.value, "updated_by": actor, "updated_at_us": now}, "state", req.key)
         return Plan("state.set", "state", req.key, entry, [change], payload={"key": req.key},
+                    checks=[Check("state", req.key, "write", entry.model_dump(mode="json"))],
                     base_version=req.expected_version, resulting_version=version)
 
     def append_event(self, actor: str, event_type: str, payload: dict[str, Any] | None = None, *,
@@ -83,9 +85,13 @@ class StateCalls(WorldCore):
         return self._write("append_event", actor, req, lambda now: Plan(
             req.event_type, req.subject_kind, req.subject_id,
             EventRef(event_id=event_id, event_type=req.event_type, created_at_us=now),
-            payload=req.payload), EventRef, op_id=op_id, cause=cause, event_id=event_id)
+            payload=req.payload, checks=[Check("state", f"log:{req.event_type}", "write")]),
+            EventRef, op_id=op_id, cause=cause, event_id=event_id)
 
-    def events(self, after_seq: int = 0, limit: int = 100, *, newest: bool = False) -> list[Event]:
-        """Events after position ``after_seq`` in log order (``newest``: the last ``limit`` events)."""
+    def events(self, after_seq: int = 0, limit: int = 100, *, newest: bool = False,
+               actor: str | None = None) -> list[Event]:
+        """Events after position ``after_seq`` in log order (``newest``: the last ``limit`` events).
+        With a PDP the reader needs ``state:read`` on ``log``."""
+        self._may_read(actor, "state", "log", {})
         rows = self.store.read.events(after_seq, limit, newest=newest)
         return [Event.model_validate(r) for r in rows]

@@ -11,6 +11,7 @@ from pydantic import Field
 from engine.errors import IllegalTransition, NotPermitted, VersionConflict
 from engine.models.common import Id, Model, Payload, Refs, Text, TimeUs
 from engine.models.tasks import TASK_LIFECYCLE, Task, TaskStatus
+from engine.policy.enforcement import Check
 from engine.validation import build, check_id, parse_enum
 from engine.world.core import Cause, Plan, WorldCore
 from store import Insert
@@ -54,23 +55,25 @@ class TaskCalls(WorldCore):
         task = Task(task_id=tid, goal=req.goal, owner_agent=actor, status=TaskStatus.OPEN,
                     dependencies=req.dependencies, constraints=req.constraints, deadline_us=req.deadline_us,
                     created_at_us=now, updated_at_us=now, version=1)
-        return Plan("task.created", "task", tid, task, [Insert("tasks", task.model_dump(mode="json"), "task", tid)],
+        row = task.model_dump(mode="json")
+        return Plan("task.created", "task", tid, task, [Insert("tasks", row, "task", tid)],
+                    checks=[Check("task", tid, "create", row)],
                     payload={"goal": req.goal}, provenance=[("task", d, "task", tid, "depends_on")
                                                             for d in req.dependencies],
                     resulting_version=1)
 
-    def get_task(self, task_id: str) -> Task:
+    def get_task(self, task_id: str, *, actor: str | None = None) -> Task:
         check_id("task_id", task_id)
-        return self._load(Task, "tasks", "task", task_id, task_id=task_id)
+        return self._get(Task, "tasks", "task", task_id, actor, task_id=task_id)
 
     def list_tasks(self, *, status: str | None = None, assignee: str | None = None,
-                   limit: int = 1000) -> list[Task]:
+                   limit: int = 1000, actor: str | None = None) -> list[Task]:
         where: dict[str, Any] = {}
         if status is not None:
             where["status"] = parse_enum("status", TaskStatus, status).value
         if assignee is not None:
             where["assignee"] = check_id("assignee", assignee)
-        return [Task.model_validate(r) for r in self.store.read.rows("tasks", where, limit=limit)]
+        return self._list(Task, "tasks", "task", actor, where, limit=limit)
 
     def assign_task(self, actor: str, task_id: str, assignee: str, *, expected_version: int | None = None,
                     op_id: str | None = None, cause: Cause | None = None) -> Task:
@@ -102,7 +105,7 @@ class TaskCalls(WorldCore):
                 req, actor, now, values={"assignee": actor}, check=check), Task, op_id=op_id, cause=cause)
         except VersionConflict:
             if expected_version is None:
-                current = self.get_task(task_id)
+                current = self._load(Task, "tasks", "task", task_id, task_id=task_id)
                 if not TASK_LIFECYCLE.allows(current.status.value, "claim"):
                     raise IllegalTransition("task", task_id, current.status.value, "claim") from None
             raise

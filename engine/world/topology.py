@@ -8,6 +8,7 @@ from pydantic import Field
 from engine.errors import AlreadyExists, VersionConflict
 from engine.models.common import Id, Model
 from engine.models.topology import EdgeType, Topology, TopologyEdge
+from engine.policy.enforcement import Check
 from engine.validation import build
 from engine.world.core import Cause, Plan, WorldCore
 from store import Change, Insert, Update
@@ -63,12 +64,13 @@ class TopologyCalls(WorldCore):
         changes.append(Update("topology_edges", key, existing["version"], values, "topology_edge", ident)
                        if existing else Insert("topology_edges", edge.model_dump(mode="json"), "topology_edge",
                                                ident))
-        return Plan("topology.changed", "topology", ident, edge, changes,
+        return Plan("topology.changed", "topology", ident, edge, changes, checks=[Check("topology", "world", "write")],
                     payload={"reason": req.reason, "active": req.active}, base_version=current,
                     resulting_version=new_version, topology_version=new_version)
 
-    def get_topology(self, *, include_inactive: bool = False) -> Topology:
+    def get_topology(self, *, include_inactive: bool = False, actor: str | None = None) -> Topology:
         """The current topology and its version (every run records the version it saw)."""
+        self._may_read(actor, "topology", "world", {})
         where = {} if include_inactive else {"active": True}
         edges = [TopologyEdge.model_validate(r) for r in self.store.read.rows("topology_edges", where)]
         return Topology(version=self.store.read.topology_version(), edges=edges)

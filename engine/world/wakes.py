@@ -16,6 +16,7 @@ from engine.errors import AlreadyExists, InvalidInput, LeaseHeld, NotFound, Vers
 from engine.models.common import Id, Model, Payload, Priority, Refs, TimeUs
 from engine.models.receipts import Decision, Outcome, Receipt
 from engine.models.wakes import WAKE_LIFECYCLE, EnqueueResult, Wake, WakeStatus
+from engine.policy.enforcement import Check
 from engine.validation import build, check_id, parse_enum
 from engine.world.core import Cause, Plan, WorldCore
 from store import Insert
@@ -97,7 +98,8 @@ class WakeCalls(WorldCore):
         wake = Wake(wake_id=wid, status=WakeStatus.PENDING, attempts=0, created_at_us=now, updated_at_us=now,
                     version=1, **{**req.model_dump(), "not_before_us": req.not_before_us or now})
         return Plan("wake.issued", "wake", wid, EnqueueResult(wake=wake, created=True),
-                    [Insert("wakes", wake.model_dump(mode="json"), "wake", req.idempotency_key)],
+                    checks=[Check("wake", wid, "enqueue", wake.model_dump(mode="json"))],
+                    changes=[Insert("wakes", wake.model_dump(mode="json"), "wake", req.idempotency_key)],
                     payload={"target_agent": req.target_agent, "cause": req.cause},
                     provenance=[("event", req.cause_event_id, "wake", wid, "caused")] if req.cause_event_id
                     else (), resulting_version=1)
@@ -170,7 +172,8 @@ class WakeCalls(WorldCore):
         def plan(now: int) -> Plan:
             rec = self._receipt(req, now)
             return Plan("receipt.written", "receipt", rec.receipt_id, rec,
-                        [Insert("receipts", rec.model_dump(mode="json"), "receipt", rec.receipt_id)],
+                        checks=[Check("receipt", rec.receipt_id, "create", rec.model_dump(mode="json"))],
+                        changes=[Insert("receipts", rec.model_dump(mode="json"), "receipt", rec.receipt_id)],
                         payload={"decision": req.decision.value, "outcome": req.outcome.value})
         return self._write("write_receipt", actor, req, plan, Receipt, op_id=op_id, cause=cause)
 
@@ -193,32 +196,33 @@ class WakeCalls(WorldCore):
         plan.provenance = [("wake", req.wake_id, "receipt", rec.receipt_id, "answered_by")]
         return plan
 
-    def get_wake(self, wake_id: str) -> Wake:
+    def get_wake(self, wake_id: str, *, actor: str | None = None) -> Wake:
         check_id("wake_id", wake_id)
-        return self._load(Wake, "wakes", "wake", wake_id, wake_id=wake_id)
+        return self._get(Wake, "wakes", "wake", wake_id, actor, wake_id=wake_id)
 
     def list_wakes(self, *, status: str | None = None, target_agent: str | None = None,
-                   limit: int = 1000) -> list[Wake]:
+                   limit: int = 1000, actor: str | None = None) -> list[Wake]:
         where: dict[str, Any] = {}
         if status is not None:
             where["status"] = parse_enum("status", WakeStatus, status).value
         if target_agent is not None:
             where["target_agent"] = check_id("target_agent", target_agent)
-        return [Wake.model_validate(r) for r in self.store.read.rows("wakes", where, order_by=("created_at_us",
-                                                                                              "wake_id"), limit=limit)]
+        return self._list(Wake, "wakes", "wake", actor, where, order_by=("created_at_us", "wake_id"), limit=limit)
 
-    def get_receipt(self, receipt_id: str) -> Receipt:
+    def get_receipt(self, receipt_id: str, *, actor: str | None = None) -> Receipt:
         check_id("receipt_id", receipt_id)
-        return self._load(Receipt, "receipts", "receipt", receipt_id, receipt_id=receipt_id)
+        return self._get(Receipt, "receipts", "receipt", receipt_id, actor, receipt_id=receipt_id)
 
-    def receipt_for_wake(self, wake_id: str) -> Receipt:
+    def receipt_for_wake(self, wake_id: str, *, actor: str | None = None) -> Receipt:
         check_id("wake_id", wake_id)
         rows = self.store.read.rows("receipts", {"wake_id": wake_id}, limit=1)
         if not rows:
             raise NotFound("receipt", f"for wake {wake_id}")
+        self._may_read(actor, "receipt", rows[0]["receipt_id"], rows[0])
         return Receipt.model_validate(rows[0])
 
-    def list_receipts(self, *, agent_id: str | None = None, limit: int = 1000) -> list[Receipt]:
+    def list_receipts(self, *, agent_id: str | None = None, limit: int = 1000,
+                      actor: str | None = None) -> list[Receipt]:
         where = {"agent_id": check_id("agent_id", agent_id)} if agent_id is not None else {}
-        return [Receipt.model_validate(r) for r in self.store.read.rows(
-            "receipts", where, order_by=("created_at_us", "receipt_id"), limit=limit)]
+        return self._list(Receipt, "receipts", "receipt", actor, where, order_by=("created_at_us", "receipt_id"),
+                          limit=limit)

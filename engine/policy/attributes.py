@@ -1,0 +1,101 @@
+"""What the runtime tells the PDP: principal and resource attributes, built from the world's own rows.
+
+Shapes follow ``docs/policy-contract.md`` (and ``policies/_schemas/``). Authority attenuation is computed
+here: acting on a task handed over by an accepted handoff, an agent's effective capabilities are the
+handoff's authority scope intersected with its own maximum.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from engine.policy.model import PrincipalRef, ResourceRef
+from store import Reader
+
+GOVERNOR_ROLE = "governor"
+_EMPTY: dict[str, Any] = {"owner": "", "assignee": "", "task_id": "", "room": "", "scope": "", "status": "",
+                          "reviewer": "", "sensitivity": 0, "side_effect": "S0"}
+
+
+def capabilities_of(profile: Mapping[str, Any]) -> set[str]:
+    caps = profile.get("capabilities", [])
+    return {c for c in caps if isinstance(c, str)} if isinstance(caps, list) else set()
+
+
+def clearance_of(profile: Mapping[str, Any]) -> int:
+    value = profile.get("clearance", 0)
+    return value if isinstance(value, int) and 0 <= value <= 5 else 0
+
+
+def delegations(read: Reader, agent_id: str) -> dict[str, set[str] | None]:
+    """Tasks handed to ``agent_id`` by accepted handoffs -> the handoff's capability scope (None: no limit
+    stated, which grants nothing beyond the agent's own maximum)."""
+    out: dict[str, set[str] | None] = {}
+    for h in read.rows("handoffs", {"target_agent": agent_id, "status": "accepted"}):
+        scope = h["authority_scope"] or {}
+        out[h["task_id"]] = capabilities_of(scope) if "capabilities" in scope else None
+    return out
+
+
+def principal(read: Reader, agent: Mapping[str, Any], *, task_id: str = "") -> PrincipalRef:
+    """The PDP principal for ``agent`` (an agents row), attenuated for ``task_id`` if it was delegated."""
+    caps = capabilities_of(agent["capability_profile"])
+    delegated = delegations(read, agent["agent_id"])
+    scope = delegated.get(task_id) if task_id else None
+    if scope is not None:
+        caps &= scope
+    roles = ["agent", GOVERNOR_ROLE] if agent["role_id"] == GOVERNOR_ROLE else ["agent"]
+    return PrincipalRef(id=agent["agent_id"], roles=roles, attr={
+        "role": agent["role_id"], "status": agent["status"], "capabilities": sorted(caps),
+        "rooms": sorted(read.active_rooms_of(agent["agent_id"])), "delegated_tasks": sorted(delegated),
+        "clearance": clearance_of(agent["permission_profile"])})
+
+
+def _sensitivity(row: Mapping[str, Any], field: str) -> int:
+    scope = row.get(field) or {}
+    value = scope.get("sensitivity", 0) if isinstance(scope, dict) else 0
+    return value if isinstance(value, int) and 0 <= value <= 5 else 0
+
+
+def _attrs(kind: str, row: Mapping[str, Any]) -> dict[str, Any]:
+    g = row.get
+    if kind == "agent":
+        return {"owner": g("agent_id", ""), "status": g("status", "")}
+    if kind == "task":
+        return {"owner": g("owner_agent", ""), "assignee": g("assignee") or "", "task_id": g("task_id", ""),
+                "status": g("status", ""), "sensitivity": _sensitivity(row, "constraints")}
+    if kind == "artifact":
+        return {"owner": g("owner", ""), "task_id": g("task_id") or "", "status": g("status", "")}
+    if kind == "memory":
+        return {"owner": g("owner", ""), "room": g("room_id") or "", "scope": g("scope", ""),
+                "status": g("status", ""), "reviewer": g("reviewer") or "",
+                "sensitivity": _sensitivity(row, "permission_scope")}
+    if kind == "wake":
+        payload = g("payload") or {}
+        return {"owner": g("target_agent", ""), "status": g("status", ""),
+                "task_id": str(payload.get("task_id", "")) if isinstance(payload, dict) else ""}
+    if kind == "handoff":
+        return {"owner": g("source_agent", ""), "assignee": g("target_agent", ""), "task_id": g("task_id", ""),
+                "status": g("status", "")}
+    if kind == "receipt":
+        return {"owner": g("agent_id", ""), "task_id": g("task_id") or ""}
+    if kind == "room":
+        return {"owner": g("opened_by", ""), "room": g("room_id", ""), "status": g("status", "")}
+    if kind == "message":
+        direct = g("recipient_kind") in ("agent", "all")
+        return {"owner": g("sender", ""), "assignee": (g("recipient") or "") if direct else "",
+                "status": g("status", "")}
+    if kind == "approval":
+        return {"owner": g("requested_by", ""), "status": g("status", "")}
+    return {}  # state, topology, channel, tool: nothing owner-specific
+
+
+def resource(kind: str, ident: str, row: Mapping[str, Any] | None = None, *, side_effect: str = "S0"
+             ) -> ResourceRef:
+    """The PDP resource for ``row`` of ``kind`` (``row=None``: an object with no attributes yet)."""
+    attr = {**_EMPTY, **(_attrs(kind, row) if row is not None else {}), "side_effect": side_effect}
+    return ResourceRef(kind=kind, id=ident, attr=attr)
+
+
+__all__ = ["GOVERNOR_ROLE", "capabilities_of", "clearance_of", "delegations", "principal", "resource"]

@@ -1,0 +1,138 @@
+"""The policy enforcement point: every World call asks an :class:`Authorizer` before it acts.
+
+- :class:`PdpAuthorizer` asks the Cerbos PDP (the runtime's default): principals and resources are built
+  from the world's rows, a deny is :class:`~engine.errors.PolicyDenied`, no answer is
+  :class:`~engine.errors.PolicyUnavailable` (fail closed).
+- :class:`LocalScopeRules` asks nobody: only the World's own domain rules and memory scopes apply. It exists
+  for the store's conformance tests and for single-user embedded use; it is never the runtime's default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from engine.errors import NotPermitted, PolicyDenied, PolicyUnavailable
+from engine.policy.attributes import principal, resource
+from engine.policy.cerbos_adapter import CerbosPdp
+from engine.policy.model import ACTIONS, Decision, PlanFilter, PrincipalRef
+from store import Reader
+
+
+@dataclass(frozen=True)
+class Check:
+    """One question for the PDP: may the actor do ``action`` to this object (``row``: its current row, or
+    the row it is about to become)?"""
+
+    kind: str
+    id: str
+    action: str
+    row: Mapping[str, Any] | None = None
+    side_effect: str = "S0"
+
+    def __post_init__(self) -> None:
+        if self.action not in ACTIONS.get(self.kind, {}):
+            raise ValueError(f"{self.kind!r} has no policy action {self.action!r}")  # a programming error
+
+    @property
+    def task_id(self) -> str:
+        row = self.row or {}
+        if self.kind == "task":
+            return str(row.get("task_id") or self.id)
+        value = row.get("task_id")
+        return str(value) if value else ""
+
+
+class Authorizer(Protocol):
+    """Decides before the World acts."""
+
+    #: True when decisions come from an external PDP (reads then need an actor).
+    external: bool
+
+    def authorize(self, actor: str, checks: Sequence[Check]) -> str | None:
+        """Allow all ``checks`` or raise (``PolicyDenied``, ``NotPermitted``, ``PolicyUnavailable``).
+        Returns the policy epoch the decision was taken under (``None``: no PDP)."""
+        ...
+
+    def decide(self, actor: str, checks: Sequence[Check]) -> list[Decision]:
+        """Every check's decision, allowed or not (``allowed_actions``); raises only when no answer."""
+        ...
+
+    def plan(self, actor: str, kind: str, action: str) -> PlanFilter | None:
+        """The objects of ``kind`` the actor may ``action``, as a filter (``None``: no PDP)."""
+        ...
+
+
+class LocalScopeRules:
+    """No PDP: the World's domain rules and memory scopes only."""
+
+    external = False
+
+    def authorize(self, actor: str, checks: Sequence[Check]) -> str | None:
+        return None
+
+    def decide(self, actor: str, checks: Sequence[Check]) -> list[Decision]:
+        return [Decision(kind=c.kind, id=c.id, actions={c.action: True}, epoch=None) for c in checks]
+
+    def plan(self, actor: str, kind: str, action: str) -> PlanFilter | None:
+        return None
+
+
+def provisional_principal(actor: str) -> PrincipalRef:
+    """The principal of an agent that is registering itself: no capabilities, no rooms, no clearance."""
+    return PrincipalRef(id=actor, roles=["agent"], attr={
+        "role": "unregistered", "status": "attached", "capabilities": [], "rooms": [], "delegated_tasks": [],
+        "clearance": 0})
+
+
+class PdpAuthorizer:
+    """Decisions from a Cerbos PDP, with principals built from the world's rows at decision time (never
+    cached across calls: capabilities are re-checked on every use)."""
+
+    external = True
+
+    def __init__(self, pdp: CerbosPdp, read: Reader) -> None:
+        self.pdp = pdp
+        self.read = read
+
+    def _principal(self, actor: str, task_id: str = "", *, allow_unregistered: bool = False) -> PrincipalRef:
+        agent = self.read.get("agents", agent_id=actor)
+        if agent is None:
+            if allow_unregistered:
+                return provisional_principal(actor)
+            raise NotPermitted(actor, "act", "agent", actor, "not a registered agent")
+        return principal(self.read, agent, task_id=task_id)
+
+    def decide(self, actor: str, checks: Sequence[Check]) -> list[Decision]:
+        registering = any(c.action == "register" for c in checks) and all(
+            c.kind == "agent" and c.id == actor for c in checks)  # an agent registering itself
+        by_task: dict[str, list[int]] = {}
+        for i, c in enumerate(checks):
+            by_task.setdefault(c.task_id, []).append(i)
+        out: list[Decision | None] = [None] * len(checks)
+        for task_id, idx in by_task.items():
+            p = self._principal(actor, task_id, allow_unregistered=registering)
+            asked = [(resource(checks[i].kind, checks[i].id, checks[i].row, side_effect=checks[i].side_effect),
+                      [checks[i].action]) for i in idx]
+            for i, decision in zip(idx, self.pdp.check(p, asked), strict=True):
+                out[i] = decision
+        return [d for d in out if d is not None]
+
+    def authorize(self, actor: str, checks: Sequence[Check]) -> str | None:
+        if not checks:
+            raise PolicyUnavailable("a write with nothing to decide: refusing (every write names its checks)")
+        decisions = self.decide(actor, checks)
+        epochs = {d.epoch for d in decisions}
+        if None in epochs or len(epochs) != 1:
+            raise PolicyUnavailable(f"the PDP answered without one policy epoch ({sorted(map(str, epochs))})")
+        for check, decision in zip(checks, decisions, strict=True):
+            if not decision.allowed(check.action):
+                raise PolicyDenied(actor, check.action, check.kind, check.id, decision.epoch)
+        return decisions[0].epoch
+
+    def plan(self, actor: str, kind: str, action: str) -> PlanFilter:
+        return self.pdp.plan(self._principal(actor), kind, action)
+
+
+__all__ = ["Authorizer", "Check", "LocalScopeRules", "PdpAuthorizer", "provisional_principal"]
