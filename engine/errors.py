@@ -21,7 +21,8 @@ durable_rules) are mapped at the boundary with ``raise ... from exc``; they neve
     │   └── LeaseHeld                lease_held               5   (wake_id, lease_owner, lease_until_us)
     ├── IllegalTransition            illegal_transition       6   (kind, id, status, action)
     ├── NotPermitted                 not_permitted            6   (actor, action, kind, id, reason)
-    │   └── PolicyDenied             policy_denied            6   (+ policy_epoch)
+    │   ├── PolicyDenied             policy_denied            6   (+ policy_epoch)
+    │   └── ApprovalInvalid          approval_invalid         6   (+ approval_id)
     ├── ArtifactCorrupted            artifact_corrupted       7   (artifact_id, version, expected, actual)
     ├── StoreUnavailable             store_unavailable        8   (reason)
     └── PolicyUnavailable            policy_unavailable       9   (reason)
@@ -257,6 +258,20 @@ class PolicyDenied(NotPermitted):
         return {**super().details(), "policy_epoch": self.policy_epoch}
 
 
+class ApprovalInvalid(NotPermitted):
+    """An S3 action's approval is missing, for another action or payload, expired, spent, or from an
+    older policy epoch."""
+
+    code = "approval_invalid"
+
+    def __init__(self, actor: str, approval_id: str | None, reason: str) -> None:
+        super().__init__(actor, "use approval", "approval", approval_id or "-", reason)
+        self.approval_id = approval_id
+
+    def details(self) -> dict[str, Any]:
+        return {**super().details(), "approval_id": self.approval_id}
+
+
 class PolicyInvalidRequest(InvalidInput):
     """The PDP's schemas reject the principal or resource attributes (a request bug, not a deny)."""
 
@@ -312,6 +327,7 @@ class PolicyUnavailable(PMWError):
 
 __all__ = [
     "AlreadyExists",
+    "ApprovalInvalid",
     "ArtifactCorrupted",
     "ConflictError",
     "IllegalTransition",

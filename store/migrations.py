@@ -16,10 +16,10 @@ from sqlalchemy.exc import DatabaseError
 
 from engine.errors import StoreUnavailable
 from store.database import Database
-from store.schema import OPERATIONS_VIEW, metadata, policy_epochs, schema_migrations
+from store.schema import OPERATIONS_VIEW, approvals, metadata, policy_epochs, schema_migrations
 
 _ADVISORY_LOCK_ID = 0x504D5701  # "PMW" 1
-_LATER = {"policy_epochs"}  # tables that later migrations create
+_LATER = {"policy_epochs", "approvals"}  # tables that later migrations create
 
 
 @dataclass(frozen=True)
@@ -40,9 +40,14 @@ def _policy_epochs(conn: Connection) -> None:
     policy_epochs.create(conn, checkfirst=True)
 
 
+def _approvals(conn: Connection) -> None:
+    approvals.create(conn, checkfirst=True)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema: world tables, events (the operations ledger), snapshots", _initial_schema),
     Migration(2, "policy epochs: the policy set every decision must have been taken under", _policy_epochs),
+    Migration(3, "approvals: S3 actions bound to approver, action hash, epoch and expiry", _approvals),
 )
 
 

@@ -375,6 +375,25 @@ policy_epochs = Table(
     sqlite_with_rowid=False,
 )
 
+approvals = Table(
+    "approvals", metadata,
+    _id("approval_id", primary_key=True),
+    _id("requested_by", nullable=False),
+    Column("kind", String(50), nullable=False),
+    Column("object_id", String(300), nullable=False),
+    Column("action", String(50), nullable=False),
+    Column("action_hash", String(64), nullable=False),
+    Column("side_effect", String(2), nullable=False),
+    Column("status", String(20), nullable=False),
+    _id("approver"),
+    Column("policy_epoch", String(100)),
+    Column("expires_at_us", BigInteger),
+    Column("created_at_us", BigInteger, nullable=False),
+    Column("updated_at_us", BigInteger, nullable=False),
+    Column("version", BigInteger, nullable=False),
+    sqlite_with_rowid=False,
+)
+
 snapshots = Table(
     "snapshots", metadata,
     _id("snapshot_id", primary_key=True),
@@ -393,7 +412,7 @@ OPERATIONS_VIEW = ("CREATE VIEW IF NOT EXISTS operations AS SELECT op_id, comman
 STATE_TABLES: tuple[Table, ...] = (
     agents, sessions, state_entries, tasks, artifacts, artifact_versions, memory, wakes, handoffs,
     receipts, topology_versions, topology_edges, rooms, room_members, provenance_edges, messages,
-    deliveries, policy_epochs,
+    deliveries, policy_epochs, approvals,
 )
 TABLES: dict[str, Table] = {t.name: t for t in metadata.sorted_tables}
 

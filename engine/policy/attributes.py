@@ -87,14 +87,14 @@ def _attrs(kind: str, row: Mapping[str, Any]) -> dict[str, Any]:
         return {"owner": g("sender", ""), "assignee": (g("recipient") or "") if direct else "",
                 "status": g("status", "")}
     if kind == "approval":
-        return {"owner": g("requested_by", ""), "status": g("status", "")}
+        return {"owner": g("requested_by", ""), "status": g("status", ""), "side_effect": g("side_effect", "S3")}
     return {}  # state, topology, channel, tool: nothing owner-specific
 
 
 def resource(kind: str, ident: str, row: Mapping[str, Any] | None = None, *, side_effect: str = "S0"
              ) -> ResourceRef:
     """The PDP resource for ``row`` of ``kind`` (``row=None``: an object with no attributes yet)."""
-    attr = {**_EMPTY, **(_attrs(kind, row) if row is not None else {}), "side_effect": side_effect}
+    attr = {**_EMPTY, "side_effect": side_effect, **(_attrs(kind, row) if row is not None else {})}
     return ResourceRef(kind=kind, id=ident, attr=attr)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from engine.errors import NotPermitted, PolicyDenied, PolicyUnavailable
+from engine.errors import InvalidInput, NotPermitted, PolicyDenied, PolicyUnavailable
 from engine.policy.attributes import principal, resource
 from engine.policy.cerbos_adapter import CerbosPdp
 from engine.policy.model import ACTIONS, Decision, PlanFilter, PrincipalRef
@@ -63,6 +63,11 @@ class Authorizer(Protocol):
         """The objects of ``kind`` the actor may ``action``, as a filter (``None``: no PDP)."""
         ...
 
+    def decide_actions(self, actor: str, objects: Sequence[tuple[str, str, Mapping[str, Any] | None]]
+                       ) -> list[Decision]:
+        """For each (kind, id, row): every action of its kind, allowed or denied, in one PDP call."""
+        ...
+
 
 class LocalScopeRules:
     """No PDP: the World's domain rules and memory scopes only."""
@@ -77,6 +82,10 @@ class LocalScopeRules:
 
     def plan(self, actor: str, kind: str, action: str) -> PlanFilter | None:
         return None
+
+    def decide_actions(self, actor: str, objects: Sequence[tuple[str, str, Mapping[str, Any] | None]]
+                       ) -> list[Decision]:
+        return [Decision(kind=k, id=i, actions=dict.fromkeys(ACTIONS[k], True), epoch=None) for k, i, _ in objects]
 
 
 def provisional_principal(actor: str) -> PrincipalRef:
@@ -133,6 +142,24 @@ class PdpAuthorizer:
 
     def plan(self, actor: str, kind: str, action: str) -> PlanFilter:
         return self.pdp.plan(self._principal(actor), kind, action)
+
+    def decide_actions(self, actor: str, objects: Sequence[tuple[str, str, Mapping[str, Any] | None]]
+                       ) -> list[Decision]:
+        for kind, _, _ in objects:
+            if kind not in ACTIONS:
+                raise InvalidInput("kind", f"{kind!r} is not one of: {', '.join(ACTIONS)}")
+        checks = [Check(k, i, next(iter(ACTIONS[k])), row) for k, i, row in objects]
+        by_task: dict[str, list[int]] = {}
+        for n, c in enumerate(checks):
+            by_task.setdefault(c.task_id, []).append(n)
+        out: list[Decision | None] = [None] * len(checks)
+        for task_id, idx in by_task.items():
+            p = self._principal(actor, task_id)
+            asked = [(resource(checks[n].kind, checks[n].id, checks[n].row), list(ACTIONS[checks[n].kind]))
+                     for n in idx]
+            for n, decision in zip(idx, self.pdp.check(p, asked), strict=True):
+                out[n] = decision
+        return [d for d in out if d is not None]
 
 
 __all__ = ["Authorizer", "Check", "LocalScopeRules", "PdpAuthorizer", "provisional_principal"]

@@ -16,6 +16,7 @@ from engine.world.channels import ChannelCalls
 from engine.world.core import Cause, WorldCore
 from engine.world.handoffs import HandoffCalls
 from engine.world.memory import MemoryCalls
+from engine.world.permissions import AllowedActions, Invoked, PermissionCalls
 from engine.world.policy_epochs import PolicyEpochCalls
 from engine.world.projection import ProjectionCalls, WorldView
 from engine.world.rooms import RoomCalls
@@ -28,7 +29,7 @@ from store import DatabaseOptions, Store
 
 
 class World(ChannelCalls, StateCalls, TaskCalls, ArtifactCalls, MemoryCalls, WakeCalls, HandoffCalls,
-            TopologyCalls, RoomCalls, ProjectionCalls, SnapshotCalls, PolicyEpochCalls, WorldCore):
+            TopologyCalls, RoomCalls, ProjectionCalls, SnapshotCalls, PolicyEpochCalls, PermissionCalls, WorldCore):
     """One persistent shared world over one store."""
 
     @classmethod
@@ -58,4 +59,4 @@ class World(ChannelCalls, StateCalls, TaskCalls, ArtifactCalls, MemoryCalls, Wak
         self.store.close()
 
 
-__all__ = ["Cause", "EventRef", "SnapshotRef", "World", "WorldView"]
+__all__ = ["AllowedActions", "Cause", "EventRef", "Invoked", "SnapshotRef", "World", "WorldView"]

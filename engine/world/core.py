@@ -192,7 +192,7 @@ class WorldCore:
         state machine and ``check``; then compare-and-set status, time and ``values``."""
         key_field = {"tasks": "task_id", "memory": "memory_id", "wakes": "wake_id",
                      "handoffs": "handoff_id", "rooms": "room_id", "deliveries": "delivery_id",
-                     "sessions": "session_id", "artifacts": "artifact_id"}[table]
+                     "sessions": "session_id", "artifacts": "artifact_id", "approvals": "approval_id"}[table]
         row = self._row(table, kind, ident, **{key_field: ident})
         current, version = model.model_validate(row), int(row["version"])
         if expected_version is not None and expected_version != version:
