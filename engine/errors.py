@@ -10,7 +10,9 @@ durable_rules) are mapped at the boundary with ``raise ... from exc``; they neve
     PMWError                         code                     CLI exit
     ├── InvalidInput                 invalid_input            3   (field, reason)
     │   ├── PayloadTooLarge          payload_too_large        3   (field, size, limit)
-    │   └── TargetUnresolved         target_unresolved        3   (target)
+    │   ├── TargetUnresolved         target_unresolved        3   (target)
+    │   ├── PolicyInvalidRequest     policy_invalid_request   3   (the PDP's schemas reject the attributes)
+    │   └── PolicyRejected           policy_rejected          3   (policy_dir, output: file:line of each error)
     ├── NotFound                     not_found                4   (kind, id)
     ├── ConflictError                                         5
     │   ├── VersionConflict          version_conflict         5   (kind, id, expected, current)
@@ -278,6 +280,20 @@ class PolicyInvalidRequest(InvalidInput):
     code = "policy_invalid_request"
 
 
+class PolicyRejected(InvalidInput):
+    """A policy set failed ``cerbos compile`` or its test suites; it was not deployed."""
+
+    code = "policy_rejected"
+
+    def __init__(self, policy_dir: str, output: str) -> None:
+        super().__init__("policies", f"{policy_dir} failed validation:\n{output[-4000:]}")
+        self.policy_dir = policy_dir
+        self.output = output
+
+    def details(self) -> dict[str, Any]:
+        return {**super().details(), "policy_dir": self.policy_dir}
+
+
 class ArtifactCorrupted(PMWError):
     """Artifact content on disk does not match the checksum in the registry."""
 
@@ -341,6 +357,7 @@ __all__ = [
     "PolicyDenied",
     "PolicyEpochChanged",
     "PolicyInvalidRequest",
+    "PolicyRejected",
     "PolicyUnavailable",
     "StoreUnavailable",
     "TargetUnresolved",

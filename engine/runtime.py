@@ -1,22 +1,32 @@
 """The runtime: a world whose every call is decided by a Cerbos PDP.
 
-By default it starts its own PDP (``engine.policy.pdp_process``) on free loopback ports serving
-``PMW_POLICY_DIR``, waits for health, probes the policy epoch the PDP decides under, records it as the
-world's current epoch, and stops the PDP on close. With ``PMW_PDP_ADDRESS`` it uses that external PDP.
+By default it deploys ``PMW_POLICY_DIR`` (validated: compile and every test suite) into the data
+directory under its epoch, starts its own PDP (``engine.policy.pdp_process``) on free loopback ports
+serving that deployment, waits for health, probes the epoch the PDP decides under, records it as the
+world's current epoch, and stops the PDP on close. With ``PMW_PDP_ADDRESS`` it uses that external PDP
+(whose policies governance deploys; reloads then need its admin credentials).
 """
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from types import TracebackType
 
-from engine.errors import PolicyUnavailable
-from engine.policy.attributes import resource
+from pydantic import Field
+
+from engine.errors import InvalidInput, NotFound, PolicyUnavailable
+from engine.models.common import Model
+from engine.policy import governance
+from engine.policy.attributes import principal, resource
 from engine.policy.cerbos_adapter import CerbosPdp
 from engine.policy.enforcement import PdpAuthorizer, provisional_principal
+from engine.policy.model import ACTIONS
 from engine.policy.pdp_process import ManagedPdp, PdpAddress
 from engine.settings import Settings, load_settings
 from engine.sources import Clock, IdSource
-from engine.world import World
+from engine.world import RevocationReport, World
+from engine.world.permissions import OBJECT_TABLES
 from store import Store
 
 PROBE_ACTOR = "pmw-epoch-probe"
@@ -30,13 +40,42 @@ def probe_epoch(pdp: CerbosPdp) -> str:
     return decision.epoch
 
 
+class ReloadReport(Model):
+    """A completed policy change: the epoch before and after, and what the new epoch revoked."""
+
+    previous_epoch: str | None
+    epoch: str
+    reload_seconds: float = Field(description="validate + deploy + PDP reload + epoch observed")
+    revocation_seconds: float = Field(description="from the new epoch observed to queued work re-decided")
+    revoked: RevocationReport
+
+
+class Explanation(Model):
+    """One decision with what it was decided on."""
+
+    principal: str
+    kind: str
+    id: str
+    action: str
+    allowed: bool
+    policy_epoch: str | None
+    derived_roles: list[str]
+    principal_attr: dict[str, object]
+    resource_attr: dict[str, object]
+
+
 class Runtime:
     """Owns the PDP (if it started one), the PDP client and the world. Use as a context manager."""
 
-    def __init__(self, world: World, pdp: CerbosPdp, managed: ManagedPdp | None) -> None:
+    def __init__(self, world: World, pdp: CerbosPdp, managed: ManagedPdp | None, settings: Settings) -> None:
         self.world = world
         self.pdp = pdp
         self.managed = managed
+        self.settings = settings
+
+    @staticmethod
+    def deploy_root(settings: Settings) -> Path:
+        return settings.resolved_data_dir() / "policy-deploys"
 
     @classmethod
     def open(cls, settings: Settings | None = None, *, clock: Clock | None = None, ids: IdSource | None = None
@@ -47,7 +86,10 @@ class Runtime:
             address = PdpAddress(grpc=settings.pdp_address, http="", admin_user=settings.pdp_admin_user,
                                  admin_password=settings.pdp_admin_password)
         else:
-            managed = ManagedPdp(settings.policy_dir)
+            deploy_root = cls.deploy_root(settings)
+            governance.deploy(settings.policy_dir, deploy_root)
+            managed = ManagedPdp(deploy_root / "current",
+                                 audit_path=settings.resolved_data_dir() / "audit" / "decisions.log")
             address = managed.start()
         pdp = CerbosPdp(address, timeout_s=settings.pdp_timeout_s)
         try:
@@ -62,7 +104,50 @@ class Runtime:
             if managed is not None:
                 managed.stop()
             raise
-        return cls(world, pdp, managed)
+        return cls(world, pdp, managed, settings)
+
+    def reload_policies(self, source: Path | None = None, *, observe_timeout_s: float = 10.0) -> ReloadReport:
+        """Validate and deploy ``source`` (default ``PMW_POLICY_DIR``), reload the PDP, wait until it decides
+        under the new epoch, record the epoch, then re-decide queued work. A broken set raises
+        ``PolicyRejected`` and changes nothing; a PDP that keeps the old epoch raises ``PolicyUnavailable``."""
+        started = time.monotonic()
+        previous = self.world.current_policy_epoch()
+        deployment = governance.deploy(source or self.settings.policy_dir, self.deploy_root(self.settings))
+        self.pdp.reload()
+        deadline = time.monotonic() + observe_timeout_s
+        while (seen := probe_epoch(self.pdp)) != deployment.epoch:
+            if time.monotonic() > deadline:
+                raise PolicyUnavailable(f"the PDP still decides under {seen!r} after reloading {deployment.epoch!r}")
+            time.sleep(0.05)
+        self.world.activate_policy_epoch(deployment.epoch, str(source or self.settings.policy_dir))
+        observed = time.monotonic()
+        revoked = self.world.recheck_queued_work(deployment.epoch)
+        return ReloadReport(previous_epoch=previous.epoch if previous else None, epoch=deployment.epoch,
+                            reload_seconds=observed - started, revocation_seconds=time.monotonic() - observed,
+                            revoked=revoked)
+
+    def explain(self, principal_id: str, kind: str, ident: str, action: str) -> Explanation:
+        """The decision for (principal, object, action), with the derived roles that applied and the
+        attributes it was decided on."""
+        if action not in ACTIONS.get(kind, {}):
+            raise InvalidInput("action", f"{kind!r} has no action {action!r}; kinds and actions: "
+                               "docs/policy-contract.md")
+        read = self.world.store.read
+        agent = read.get("agents", agent_id=principal_id)
+        if agent is None:
+            raise NotFound("agent", principal_id)
+        row = None
+        if kind in OBJECT_TABLES:
+            table, key = OBJECT_TABLES[kind]
+            row = read.get(table, **{key: ident})
+            if row is None:
+                raise NotFound(kind, ident)
+        res = resource(kind, ident, row)
+        p = principal(read, agent, task_id=str(res.attr.get("task_id") or ""))
+        decision = self.pdp.check(p, [(res, [action])])[0]
+        return Explanation(principal=principal_id, kind=kind, id=ident, action=action,
+                           allowed=decision.allowed(action), policy_epoch=decision.epoch,
+                           derived_roles=decision.derived_roles, principal_attr=p.attr, resource_attr=res.attr)
 
     def close(self) -> None:
         self.world.close()
@@ -78,4 +163,4 @@ class Runtime:
         self.close()
 
 
-__all__ = ["Runtime", "probe_epoch"]
+__all__ = ["Explanation", "ReloadReport", "Runtime", "probe_epoch"]

@@ -41,6 +41,14 @@ class Settings(BaseSettings):
     pdp_admin_password: str | None = None
     pdp_timeout_s: float = Field(default=2.0, gt=0, le=60)
 
+    def resolved_data_dir(self) -> Path:
+        """Where runtime files live: beside a SQLite database file, else ``./pmw-data``."""
+        prefix = "sqlite:///"
+        path = self.db_url[len(prefix):].split("?", 1)[0] if self.db_url.startswith(prefix) else ""
+        if path and path != ":memory:":
+            return Path(path).expanduser().resolve().parent
+        return Path("pmw-data").resolve()
+
     def resolved_artifact_dir(self) -> Path:
         if self.artifact_dir is not None:
             return self.artifact_dir

@@ -19,6 +19,7 @@ from engine.world.memory import MemoryCalls
 from engine.world.permissions import AllowedActions, Invoked, PermissionCalls
 from engine.world.policy_epochs import PolicyEpochCalls
 from engine.world.projection import ProjectionCalls, WorldView
+from engine.world.revocation import RevocationCalls, RevocationReport
 from engine.world.rooms import RoomCalls
 from engine.world.snapshots import SnapshotCalls, SnapshotRef
 from engine.world.state import EventRef, StateCalls
@@ -29,7 +30,8 @@ from store import DatabaseOptions, Store
 
 
 class World(ChannelCalls, StateCalls, TaskCalls, ArtifactCalls, MemoryCalls, WakeCalls, HandoffCalls,
-            TopologyCalls, RoomCalls, ProjectionCalls, SnapshotCalls, PolicyEpochCalls, PermissionCalls, WorldCore):
+            TopologyCalls, RoomCalls, ProjectionCalls, SnapshotCalls, PolicyEpochCalls, PermissionCalls,
+            RevocationCalls, WorldCore):
     """One persistent shared world over one store."""
 
     @classmethod
@@ -59,4 +61,4 @@ class World(ChannelCalls, StateCalls, TaskCalls, ArtifactCalls, MemoryCalls, Wak
         self.store.close()
 
 
-__all__ = ["AllowedActions", "Cause", "EventRef", "Invoked", "SnapshotRef", "World", "WorldView"]
+__all__ = ["AllowedActions", "Cause", "EventRef", "Invoked", "RevocationReport", "SnapshotRef", "World", "WorldView"]
