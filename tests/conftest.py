@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.policy.enforcement import LocalScopeRules
+from engine.policy.cerbos_adapter import CerbosPdp
+from engine.policy.enforcement import LocalScopeRules, PdpAuthorizer
+from engine.policy.pdp_process import ManagedPdp
 from engine.sources import ManualClock, SeededIds
 from engine.world import World
+from store import Store
 from tests.pg_cluster import INSTALL_HINT, PgCluster, binaries_available
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -80,3 +83,81 @@ def world(db_url: str, tmp_path: Path, clock: ManualClock) -> Iterator[World]:
 @pytest.fixture
 def pg_url(pg_cluster: PgCluster) -> str:
     return pg_cluster.create_database()
+
+
+# -- the policy decision point ------------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _require_cerbos() -> None:
+    from engine.errors import PolicyUnavailable
+    from engine.policy.pdp_process import INSTALL_HINT, cerbos_binary
+
+    try:
+        cerbos_binary()
+    except PolicyUnavailable:
+        if IN_CI:
+            pytest.fail(f"CI needs the Cerbos PDP: {INSTALL_HINT}")
+        pytest.skip(f"Cerbos PDP not installed: {INSTALL_HINT}")
+
+
+@pytest.fixture(scope="session")
+def policy_deployment(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The repository's policies, validated and deployed under their epoch (the runtime's own path)."""
+    from engine.policy.governance import deploy
+
+    _require_cerbos()
+    root = tmp_path_factory.mktemp("policy-deploys")
+    deploy(REPO / "policies", root)
+    return root / "current"
+
+
+@pytest.fixture(scope="session")
+def managed_pdp(policy_deployment: Path) -> Iterator[ManagedPdp]:
+    pdp = ManagedPdp(policy_deployment)
+    pdp.start()
+    yield pdp
+    pdp.stop()
+
+
+@pytest.fixture(scope="session")
+def pdp_client(managed_pdp: ManagedPdp) -> Iterator[CerbosPdp]:
+    assert managed_pdp.address is not None
+    client = CerbosPdp(managed_pdp.address)
+    yield client
+    client.close()
+
+
+def open_pdp_world(url: str, pdp: CerbosPdp, artifact_dir: Path, *, clock: ManualClock | None = None,
+                   seed: int = 7) -> World:
+    """A world decided by the real PDP, its epoch recorded, with a bootstrapped governor ``gov``."""
+    from engine.runtime import probe_epoch
+
+    store = Store(url)
+    world = World(store, policy=PdpAuthorizer(pdp, store.read), clock=clock or ManualClock(), ids=SeededIds(seed),
+                  artifact_dir=artifact_dir)
+    store.init(world.clock.now_us())
+    world.activate_policy_epoch(probe_epoch(pdp), "tests")
+    world.bootstrap_governor("gov", "Governor", "t-gov")
+    world.activate_session("term:t-gov")
+    return world
+
+
+def add_agent(world: World, agent_id: str, capabilities: list[str] | None = None, *, clearance: int = 0,
+              role: str = "worker", active: bool = True) -> str:
+    """Register ``agent_id`` and have the governor grant it ``capabilities`` and ``clearance``."""
+    world.register_agent(agent_id, agent_id.title(), role, f"t-{agent_id}")
+    if active:
+        world.activate_session(f"term:t-{agent_id}")
+    if capabilities or clearance:
+        world.grant("gov", agent_id, capabilities=capabilities or [], clearance=clearance)
+    return agent_id
+
+
+@pytest.fixture
+def pworld(tmp_path: Path, pdp_client: CerbosPdp) -> Iterator[World]:
+    """A world on a SQLite file, every call decided by the real PDP."""
+    w = open_pdp_world(f"sqlite:///{tmp_path / 'world.db'}", pdp_client, tmp_path / "artifacts")
+    yield w
+    w.close()

@@ -111,6 +111,8 @@ class ManagedPdp:
         self.log_path = log_path or self._workdir / "pdp.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.address: PdpAddress | None = None
+        self._ports: tuple[int, int] | None = None
+        self._password = secrets.token_urlsafe(24)
 
     def _write_config(self, grpc_port: int, http_port: int, password: str) -> Path:
         digest = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=10))
@@ -124,10 +126,13 @@ class ManagedPdp:
 
     def start(self, timeout: float = 20.0) -> PdpAddress:
         """Start the server and wait until it is healthy; raises :class:`PolicyUnavailable` if it exits
-        (a broken policy set refuses to start) or does not become healthy within ``timeout`` seconds."""
+        (a broken policy set refuses to start) or does not become healthy within ``timeout`` seconds.
+        Starting again after a stop (or a crash) serves on the same loopback ports."""
         binary = cerbos_binary()
-        grpc_port, http_port = _free_port(), _free_port()
-        password = secrets.token_urlsafe(24)
+        if self._ports is None:  # a restart keeps the addresses clients already hold
+            self._ports = (_free_port(), _free_port())
+        grpc_port, http_port = self._ports
+        password = self._password
         config = self._write_config(grpc_port, http_port, password)
         log = self.log_path.open("ab")
         try:

@@ -108,6 +108,7 @@ class WorldCore:
 
     def _get(self, model: type[R], table: str, kind: str, ident: str, actor: str | None, **key: Any) -> R:
         """One object, if it exists (``NotFound``) and ``actor`` may read it (``PolicyDenied``)."""
+        self._reader(actor)  # who is reading comes first: an anonymous read learns nothing
         row = self._row(table, kind, ident, **key)
         self._may_read(actor, kind, ident, row)
         return model.model_validate(row)

@@ -11,10 +11,11 @@ from typing import Any
 
 from pydantic import Field
 
-from engine.errors import NotPermitted
+from engine.errors import InvalidInput, NotPermitted
 from engine.models.common import Id, Model, Payload, Refs, Text
 from engine.models.handoffs import HANDOFF_LIFECYCLE, Handoff, HandoffStatus
 from engine.models.tasks import TASK_LIFECYCLE, Task
+from engine.policy.attributes import capabilities_of, delegations
 from engine.policy.enforcement import Check
 from engine.validation import build, check_id, parse_enum
 from engine.world.core import Cause, Plan, WorldCore
@@ -59,6 +60,7 @@ class HandoffCalls(WorldCore):
         if not TASK_LIFECYCLE.allows(task.status.value, "transfer"):
             raise NotPermitted(actor, "hand off", "task", task.task_id, f"task is {task.status.value}")
         self._row("agents", "agent", req.target_agent, agent_id=req.target_agent)
+        self._check_attenuation(actor, req)
         hid = self.ids.new("hnd")
         handoff = Handoff(handoff_id=hid, source_agent=actor, status=HandoffStatus.PENDING, created_at_us=now,
                           updated_at_us=now, version=1, **req.model_dump())
@@ -69,6 +71,23 @@ class HandoffCalls(WorldCore):
                     changes=[Insert("handoffs", handoff.model_dump(mode="json"), "handoff", hid)],
                     payload={"task_id": req.task_id, "target_agent": req.target_agent},
                     provenance=[("task", req.task_id, "handoff", hid, "handed_off"), *refs], resulting_version=1)
+
+    def _check_attenuation(self, actor: str, req: CreateHandoff) -> None:
+        """A handoff never escalates: the scope it hands over must be a subset of the source's own
+        effective authority on that task (itself attenuated if the source got the task by a handoff)."""
+        if "capabilities" not in req.authority_scope:
+            return  # no scope named: the target acts with its own authority, attenuated by nothing
+        wanted = req.authority_scope["capabilities"]
+        if not isinstance(wanted, list) or not all(isinstance(c, str) for c in wanted):
+            raise InvalidInput("authority_scope.capabilities", "a list of capability names")
+        source = self._row("agents", "agent", actor, agent_id=actor)
+        held = capabilities_of(source["capability_profile"])
+        inherited = delegations(self.store.read, actor).get(req.task_id)
+        if inherited is not None:
+            held &= inherited
+        if extra := sorted(set(wanted) - held):
+            raise NotPermitted(actor, "hand off", "task", req.task_id,
+                               f"the handoff scope exceeds the source's authority: {', '.join(extra)}")
 
     def accept_handoff(self, actor: str, handoff_id: str, *, op_id: str | None = None,
                        cause: Cause | None = None) -> Handoff:

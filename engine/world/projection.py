@@ -1,62 +1,126 @@
-"""The world as one agent may see it: ``pi_i(W, task, permissions, budget)``.
+"""The world as one agent may see it: ``pi_i(W, task, permissions, budget)`` (seed 000 §47-49).
 
-Scope rules only (the policy issue makes it PDP-driven): private memory to its owner, room memory to the
-room's active members, shared memory to everyone. Candidate memory is visible where its scope allows but
-is never among the stable shared facts.
+Visibility is the policy's: with a PDP every section is one query filtered by the PDP's plan for
+``read`` on that kind (``store.plan_sql``), so an agent is never shown what a single check would deny.
+Without a PDP (the store's own tests) the memory scopes apply: private to its owner, room to active
+members, shared to all. Visible objects are then scored (relevance, recency, causality, authority, risk,
+dependency) and the best ``budget`` of each section kept; the view widens when conflict or uncertainty
+is visible. Candidate memory is never among the stable shared facts.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from pydantic import Field
 
 from engine.models.agents import Agent
 from engine.models.common import Model
 from engine.models.handoffs import Handoff
-from engine.models.memory import STABLE_SHARED, Memory
+from engine.models.memory import STABLE_SHARED, EpistemicType, Memory, MemoryStatus
 from engine.models.rooms import Room
 from engine.models.state import StateEntry
 from engine.models.tasks import Task
+from engine.projection_score import Features, ProjectionWeights, top, widened_budget
 from engine.validation import check_id
 from engine.world.core import WorldCore
 
 DEFAULT_BUDGET = 200
+CANDIDATE_FACTOR = 4  # how many candidates per kept item each section reads, newest first
+_UNCERTAIN = {EpistemicType.HYPOTHESIS, EpistemicType.OPEN_QUESTION}
+_AUTHORITY = {MemoryStatus.SHARED: 1.0, MemoryStatus.IN_REVIEW: 0.5, MemoryStatus.CANDIDATE: 0.5,
+              MemoryStatus.REOPENED: 0.4, MemoryStatus.ARCHIVED: 0.3, MemoryStatus.PRIVATE: 0.3}
 
 
 class WorldView(Model):
     agent: Agent
     world_position: int = Field(description="the last event seq this view reflects")
     topology_version: int
+    budget: int
+    widened: bool = Field(description="conflict or uncertainty was visible, so the budget doubled")
     tasks: list[Task]
     state: list[StateEntry]
     shared_facts: list[Memory]
     working_memory: list[Memory] = Field(description="visible memory that is not a stable shared fact")
     handoffs: list[Handoff]
     rooms: list[Room]
+    scores: dict[str, float] = Field(default_factory=dict)
 
     def memory_ids(self) -> set[str]:
         return {m.memory_id for m in (*self.shared_facts, *self.working_memory)}
 
 
 class ProjectionCalls(WorldCore):
-    def project_world(self, agent_id: str, *, budget: int = DEFAULT_BUDGET) -> WorldView:
-        """What ``agent_id`` may see now, at most ``budget`` items per section."""
+    def project_world(self, agent_id: str, *, budget: int = DEFAULT_BUDGET, task_id: str | None = None,
+                      weights: ProjectionWeights | None = None, widen: bool | None = None) -> WorldView:
+        """What ``agent_id`` may see now, scored and cut to ``budget`` items per section (``task_id``:
+        the task it works on, for relevance; ``widen``: force or forbid widening)."""
         check_id("agent_id", agent_id)
         budget = max(1, min(int(budget), 10_000))
+        w = weights or ProjectionWeights()
         read = self.store.read
-        position = read.last_seq()
+        position, now = read.last_seq(), self.clock.now_us()
         agent = self._load(Agent, "agents", "agent", agent_id, agent_id=agent_id)
-        rooms = read.active_rooms_of(agent_id)
-        memory = [Memory.model_validate(r) for r in read.visible_memory(agent_id, rooms, self.clock.now_us(),
-                                                                          budget * 2)]
-        tasks = read.rows("tasks", {"assignee": agent_id}, limit=budget)
-        tasks += read.rows("tasks", {"status": "open"}, limit=budget)
-        handoffs = read.rows("handoffs", {"target_agent": agent_id, "status": ["pending", "accepted"]},
-                             limit=budget)
+        room_ids = read.active_rooms_of(agent_id)
+        limit = budget * 2 * CANDIDATE_FACTOR
+        memory = self._visible_memory(agent_id, room_ids, now, limit)
+        tasks = self._list(Task, "tasks", "task", agent_id, {}, order_by=("updated_at_us",), descending=True,
+                           limit=limit)
+        conflicts = sum(m.status is MemoryStatus.REOPENED for m in memory)
+        uncertain = sum(m.epistemic_type in _UNCERTAIN and m.status.value not in STABLE_SHARED for m in memory)
+        size, widened = widened_budget(budget, conflicts, uncertain)
+        if widen is not None:
+            size, widened = (budget * 2, True) if widen else (budget, False)
+        focus = self._focus(agent_id, tasks, task_id)
+        deps = {d for t in tasks if t.task_id in focus for d in t.dependencies}
+        scores: dict[str, float] = {}
+        kept_tasks = self._keep(tasks, size, w, scores, lambda t: Features(
+            relevance=1.0 if t.task_id in focus else 0.0, age_s=(now - t.updated_at_us) / 1e6,
+            causality=1.0 if agent_id in (t.owner_agent, t.assignee) else 0.0,
+            authority=1.0 if t.assignee == agent_id else 0.5, risk=0.0,
+            dependency=1.0 if t.task_id in deps else 0.0), "task_id")
+        kept_memory = self._keep(memory, size, w, scores, lambda m: Features(
+            relevance=1.0 if focus & set(m.source_refs) else 0.0, age_s=(now - m.updated_at_us) / 1e6,
+            causality=1.0 if m.owner == agent_id else (0.5 if m.room_id in room_ids else 0.0),
+            authority=_AUTHORITY.get(m.status, 0.0), risk=min(1.0, _sensitivity(m.permission_scope) / 5),
+            dependency=0.0), "memory_id")
+        state = self._list(StateEntry, "state_entries", "state", agent_id, {}, order_by=("updated_at_us",),
+                           descending=True, limit=limit)
+        kept_state = self._keep(state, size, w, scores, lambda s: Features(
+            relevance=1.0 if any(f in s.key for f in focus) else 0.0, age_s=(now - s.updated_at_us) / 1e6,
+            causality=1.0 if s.updated_by == agent_id else 0.0, authority=0.5, risk=0.0, dependency=0.0), "key")
+        handoffs = self._list(Handoff, "handoffs", "handoff", agent_id,
+                              {"target_agent": agent_id, "status": ["pending", "accepted"]}, limit=size)
+        rooms = self._list(Room, "rooms", "room", agent_id, {"room_id": room_ids}, limit=size) if room_ids else []
         return WorldView(
-            agent=agent, world_position=position, topology_version=read.topology_version(),
-            tasks=[Task.model_validate(t) for t in {t["task_id"]: t for t in tasks}.values()][:budget],
-            state=[StateEntry.model_validate(r) for r in read.rows("state_entries", limit=budget)],
-            shared_facts=[m for m in memory if m.status.value in STABLE_SHARED][:budget],
-            working_memory=[m for m in memory if m.status.value not in STABLE_SHARED][:budget],
-            handoffs=[Handoff.model_validate(h) for h in handoffs],
-            rooms=[Room.model_validate(r) for r in read.rows("rooms", {"room_id": rooms}, limit=budget)])
+            agent=agent, world_position=position, topology_version=read.topology_version(), budget=size,
+            widened=widened, tasks=kept_tasks, state=kept_state,
+            shared_facts=[m for m in kept_memory if m.status.value in STABLE_SHARED],
+            working_memory=[m for m in kept_memory if m.status.value not in STABLE_SHARED],
+            handoffs=handoffs, rooms=rooms, scores=scores)
+
+    def _visible_memory(self, agent_id: str, room_ids: list[str], now: int, limit: int) -> list[Memory]:
+        live = ("revoked", "rejected")
+        if not self.policy.external:
+            return [Memory.model_validate(r) for r in self.store.read.visible_memory(agent_id, room_ids, now, limit)]
+        rows = self._list(Memory, "memory", "memory", agent_id, {}, order_by=("updated_at_us",), descending=True,
+                          limit=limit)
+        return [m for m in rows if m.status.value not in live and (m.expires_at_us is None or m.expires_at_us > now)]
+
+    def _focus(self, agent_id: str, tasks: list[Task], task_id: str | None) -> set[str]:
+        if task_id is not None:
+            return {check_id("task_id", task_id)}
+        return {t.task_id for t in tasks if t.assignee == agent_id and t.status.value in ("assigned", "claimed")}
+
+    @staticmethod
+    def _keep(items: list[Any], size: int, w: ProjectionWeights, scores: dict[str, float],
+              features: Any, key: str) -> list[Any]:
+        by_id = {str(getattr(i, key)): i for i in items}
+        best = top(((ident, features(i)) for ident, i in by_id.items()), size, w)
+        scores.update({ident: round(s, 6) for ident, s in best})
+        return [by_id[ident] for ident, _ in best]
+
+
+def _sensitivity(scope: dict[str, Any]) -> int:
+    value = scope.get("sensitivity", 0)
+    return value if isinstance(value, int) else 0
