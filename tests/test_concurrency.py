@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.policy.enforcement import LocalScopeRules
 from engine.world import World
 from tests.conftest import DbUrlFactory
 from tests.procs import Child, spawn, stop_all, wait_all, wait_until
@@ -61,7 +62,8 @@ def _start_together(children: list[Child], ready: list[Path], start: Path) -> No
 def test_concurrent_increments_lose_no_update(db_url_factory: DbUrlFactory, tmp_path: Path) -> None:
     url = db_url_factory()
     key = "shared/counter"
-    world = World.open(url, artifact_dir=tmp_path / "artifacts")  # creates and migrates the schema
+    # create and migrate the schema once, in the parent; the children only open it
+    world = World.open(url, policy=LocalScopeRules(), artifact_dir=tmp_path / "artifacts")
     children: list[Child] = []
     try:
         actors = [f"worker-{i}" for i in range(WORKERS)]
@@ -103,7 +105,7 @@ def test_concurrent_increments_lose_no_update(db_url_factory: DbUrlFactory, tmp_
 @pytest.mark.parametrize("backend", REAL_BACKENDS)
 def test_concurrent_claims_have_exactly_one_winner(db_url_factory: DbUrlFactory, tmp_path: Path) -> None:
     url = db_url_factory()
-    world = World.open(url, artifact_dir=tmp_path / "artifacts")
+    world = World.open(url, policy=LocalScopeRules(), artifact_dir=tmp_path / "artifacts")
     children: list[Child] = []
     try:
         world.register_agent("owner", "Owner", "lead", "term-owner")

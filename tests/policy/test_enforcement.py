@@ -136,7 +136,7 @@ def test_join_never_merges_permissions(team: World) -> None:
     assert shared_note.memory_id in team.project_world("bob").memory_ids()
 
 
-def test_s3_needs_an_approval_bound_to_the_exact_action(team: World, clock: Any = None) -> None:
+def test_s3_needs_an_approval_bound_to_the_exact_action(team: World) -> None:
     team.grant("gov", "alice", capabilities=[*ALL, "tool:deploy"], clearance=3)
     with pytest.raises(NotPermitted):
         team.invoke("alice", "tool", "deploy", side_effect="S3", payload={"env": "prod"})

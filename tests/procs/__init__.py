@@ -11,17 +11,24 @@ Only the standard library is imported here: every child imports this package bef
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# Children cache their bytecode outside the repository (the environment may set
+# PYTHONDONTWRITEBYTECODE): compiling engine/ and store/ from source in each of 20 children costs
+# more than the test itself on a small machine. Stale entries are invalidated by source mtime.
+PYCACHE_DIR = Path(tempfile.gettempdir()) / f"pmw-test-pycache-{os.getuid()}"
+_warmed = False
 
 # -- child side ------------------------------------------------------------------------------------
 
@@ -73,13 +80,35 @@ class Child:
                 f"--- stdout ---\n{self.stdout()[-4000:]}\n--- stderr ---\n{self.stderr()[-4000:]}")
 
 
-def spawn(module: str, *args: str, name: str, workdir: Path) -> Child:
-    """Start ``python -m tests.procs.<module> args...``; stdout and stderr go to files in ``workdir``."""
-    out = workdir / f"{name}.out"
-    err = workdir / f"{name}.err"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PMW_")}
+def _child_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PMW_") and k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(REPO_ROOT)
     env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPYCACHEPREFIX"] = str(PYCACHE_DIR)
+    return env
+
+
+def warm_up(timeout: float = 120.0) -> None:
+    """Once per test process: import what the children import, so their bytecode is cached before
+    many of them start at once."""
+    global _warmed
+    if _warmed:
+        return
+    imports = "import engine.world, engine.errors, engine.policy.enforcement, tests.procs"
+    done = subprocess.run([sys.executable, "-c", imports], cwd=REPO_ROOT, env=_child_env(),
+                          capture_output=True, text=True, check=False, timeout=timeout)
+    if done.returncode != 0:
+        raise AssertionError(f"a child cannot import the engine:\n{done.stderr[-4000:]}")
+    _warmed = True
+
+
+def spawn(module: str, *args: str, name: str, workdir: Path) -> Child:
+    """Start ``python -m tests.procs.<module> args...``; stdout and stderr go to files in ``workdir``."""
+    warm_up()
+    out = workdir / f"{name}.out"
+    err = workdir / f"{name}.err"
+    env = _child_env()
     with out.open("wb") as fout, err.open("wb") as ferr:
         proc = subprocess.Popen([sys.executable, "-m", f"tests.procs.{module}", *args], cwd=REPO_ROOT,
                                 stdin=subprocess.DEVNULL, stdout=fout, stderr=ferr, env=env)
@@ -102,14 +131,9 @@ def wait_all(children: list[Child], timeout: float) -> None:
 def kill(child: Child) -> None:
     """SIGKILL one child by its own PID (if still running) and reap it."""
     if child.proc.poll() is None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(child.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    try:
-        child.proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignorable
-        pass
+    child.proc.wait(timeout=30)  # SIGKILL cannot be ignored; a hang here is a real failure
 
 
 def stop_all(children: list[Child]) -> None:

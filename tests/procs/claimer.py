@@ -20,9 +20,10 @@ from tests.procs import wait_for_start
 def main(argv: list[str]) -> int:
     url, agent_id, task_id, ready_file, start_file = argv
     from engine.errors import PMWError
+    from engine.policy.enforcement import LocalScopeRules
     from engine.world import World
 
-    world = World.open(url)
+    world = World.open(url, policy=LocalScopeRules())
     try:
         world.get_task(task_id)
         Path(ready_file).touch()

@@ -27,9 +27,10 @@ def _sqlite_pragmas(world: Any) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     url, actor, key, log_file, max_ops = argv
+    from engine.policy.enforcement import LocalScopeRules
     from engine.world import World
 
-    world = World.open(url)  # default DatabaseOptions: SQLite WAL, synchronous=NORMAL
+    world = World.open(url, policy=LocalScopeRules())  # default DatabaseOptions: SQLite WAL, synchronous=NORMAL
     try:
         info: dict[str, Any] = {"dialect": world.store.dialect}
         if world.store.dialect == "sqlite":

@@ -19,16 +19,17 @@ from pathlib import Path
 from tests.procs import wait_for_start
 
 MAX_ATTEMPTS = 10_000
-BACKOFF_S = 0.0005
-BACKOFF_CAP = 32
+BACKOFF_S = 0.01
+BACKOFF_CAP = 16
 
 
 def main(argv: list[str]) -> int:
     url, actor, key, increments, ready_file, start_file = argv
     from engine.errors import VersionConflict
+    from engine.policy.enforcement import LocalScopeRules
     from engine.world import World
 
-    world = World.open(url)
+    world = World.open(url, policy=LocalScopeRules())
     try:
         world.get_state(key)  # connect before the barrier
         Path(ready_file).touch()
