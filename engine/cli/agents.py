@@ -1,8 +1,9 @@
 """``pmw agents``: identity and presence, always by an explicit target (``agent:ID``, ``term:KEY``,
 ``session:ID``; a bare value is an agent id).
 
-The acting agent (``--as``) is optional here: the World defaults it to the agent being registered or
-the agent that owns the named session.
+The acting agent (``--as``) is optional for the presence commands: the World defaults it to the agent
+being registered or the agent that owns the named session. ``list`` and ``show`` read as ``--as``;
+``grant`` (capabilities and clearance) is for governors only.
 """
 
 from typing import Annotated
@@ -10,7 +11,8 @@ from typing import Annotated
 import typer
 
 from engine.cli.options import OpId
-from engine.cli.runtime import choices, invocation, json_object
+from engine.cli.runtime import choices, invocation, json_object, listed
+from engine.errors import InvalidInput
 from engine.models.agents import Presence
 
 group = typer.Typer(help="Register agents and manage their sessions (presence on terminals).",
@@ -42,6 +44,31 @@ def register(
             capability_profile=caps, permission_profile=perms, actor=run.actor_or_none, op_id=op_id))
 
 
+@group.command("grant")
+def grant(
+    ctx: typer.Context,
+    agent_id: Annotated[str, typer.Argument(metavar="AGENT_ID", help="The agent to grant authority to.")],
+    capabilities: Annotated[list[str] | None, typer.Option(
+        "--capability", help="A capability, e.g. task.create or tool:search (repeatable; replaces the agent's "
+                             "capabilities; see docs/policy-contract.md).")] = None,
+    clearance: Annotated[int | None, typer.Option(
+        "--clearance", min=0, max=5, help="The highest sensitivity (0 to 5) the agent may read.")] = None,
+    no_capabilities: Annotated[bool, typer.Option(
+        "--no-capabilities", help="Take every capability away (instead of --capability).")] = False,
+    op_id: OpId = None,
+) -> None:
+    """Set AGENT_ID's capabilities and/or clearance (the acting agent must be a governor)."""
+    with invocation(ctx, acting=True) as run:
+        caps = listed(capabilities)
+        if no_capabilities:
+            if caps:
+                raise InvalidInput("--no-capabilities", "cannot be combined with --capability")
+            caps = []
+        if caps is None and clearance is None:
+            raise InvalidInput("--capability", "give --capability (repeatable), --no-capabilities or --clearance")
+        run.show(run.world.grant(run.actor, agent_id, capabilities=caps, clearance=clearance, op_id=op_id))
+
+
 @group.command("list")
 def list_(
     ctx: typer.Context,
@@ -49,15 +76,15 @@ def list_(
     role: Annotated[str | None, typer.Option("--role")] = None,
 ) -> None:
     """List agents, optionally by presence or role."""
-    with invocation(ctx) as run:
-        run.show(run.world.list_agents(status=status, role_id=role))
+    with invocation(ctx, acting=True) as run:
+        run.show(run.world.list_agents(status=status, role_id=role, actor=run.actor))
 
 
 @group.command("show")
 def show(ctx: typer.Context, agent_id: Annotated[str, typer.Argument(metavar="AGENT_ID", )]) -> None:
     """Show one agent."""
-    with invocation(ctx) as run:
-        run.show(run.world.get_agent(agent_id))
+    with invocation(ctx, acting=True) as run:
+        run.show(run.world.get_agent(agent_id, actor=run.actor))
 
 
 @group.command("sessions")

@@ -55,15 +55,15 @@ def version(ctx: typer.Context, artifact_id: ArtifactId, file: File, expect_vers
 @group.command("show")
 def show(ctx: typer.Context, artifact_id: ArtifactId) -> None:
     """Show an artifact's registry entry (head version)."""
-    with invocation(ctx) as run:
-        run.show(run.world.get_artifact(artifact_id))
+    with invocation(ctx, acting=True) as run:
+        run.show(run.world.get_artifact(artifact_id, actor=run.actor))
 
 
 @group.command("versions")
 def versions(ctx: typer.Context, artifact_id: ArtifactId) -> None:
     """List an artifact's versions."""
-    with invocation(ctx) as run:
-        run.show(run.world.artifact_versions(artifact_id))
+    with invocation(ctx, acting=True) as run:
+        run.show(run.world.artifact_versions(artifact_id, actor=run.actor))
 
 
 @group.command("get")
@@ -75,8 +75,8 @@ def get(
 ) -> None:
     """Read verified content: to --out (then show the version), else to stdout
     (with --json: the version and ``content_base64``)."""
-    with invocation(ctx) as run:
-        content = run.world.read_artifact(artifact_id, version_)
+    with invocation(ctx, acting=True) as run:
+        content = run.world.read_artifact(artifact_id, version_, actor=run.actor)
         if out is not None:
             write_file(out, content.content)
             run.show(content.artifact)

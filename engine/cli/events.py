@@ -18,11 +18,11 @@ def tail(
     limit: Limit = 20,
 ) -> None:
     """Show the last --limit events (or, with --after SEQ, the first --limit events after SEQ)."""
-    with invocation(ctx) as run:
+    with invocation(ctx, acting=True) as run:
         if after is None:
-            run.show(run.world.events(0, limit, newest=True))
+            run.show(run.world.events(0, limit, newest=True, actor=run.actor))
         else:
-            run.show(run.world.events(after, limit))
+            run.show(run.world.events(after, limit, actor=run.actor))
 
 
 @group.command("append")

@@ -70,12 +70,12 @@ def list_(
     limit: Limit = 1000,
 ) -> None:
     """List handoffs, optionally by status or target agent."""
-    with invocation(ctx) as run:
-        run.show(run.world.list_handoffs(status=status, target_agent=target_agent, limit=limit))
+    with invocation(ctx, acting=True) as run:
+        run.show(run.world.list_handoffs(status=status, target_agent=target_agent, limit=limit, actor=run.actor))
 
 
 @group.command("show")
 def show(ctx: typer.Context, handoff_id: HandoffId) -> None:
     """Show one handoff."""
-    with invocation(ctx) as run:
-        run.show(run.world.get_handoff(handoff_id))
+    with invocation(ctx, acting=True) as run:
+        run.show(run.world.get_handoff(handoff_id, actor=run.actor))

@@ -1,16 +1,20 @@
-"""What every command shares: the global options, one World per invocation, argument parsing and the
+"""What every command shares: the global options, one runtime per invocation, argument parsing and the
 mapping of :class:`~engine.errors.PMWError` to an exit code.
 
 A command body runs inside ``with invocation(ctx) as run:``. Inside it, the command parses its
 arguments (JSON with :func:`json_arg`), calls exactly one World method on ``run.world`` and prints the
 result with ``run.show``. A ``PMWError`` raised anywhere in the block is printed (``to_dict()`` JSON on
 stderr with ``--json``, else one ``error:`` line) and becomes the process exit code; never a traceback.
-The World is opened lazily, on first use of ``run.world``, so arguments are checked before the store is
-touched, and it is closed when the block ends.
+
+``run.world`` is the world of an :class:`~engine.runtime.Runtime`: every call is decided by a Cerbos PDP
+(the runtime's own, started on loopback, or the external one ``PMW_PDP_ADDRESS`` names). The runtime is
+opened lazily, on first use of ``run.world`` (or ``run.runtime``), so arguments are checked before a PDP
+is started or the store is touched, and it is closed (its PDP stopped) when the block ends.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -22,10 +26,12 @@ import typer
 
 from engine.cli.output import emit, report_error
 from engine.errors import InvalidInput, PMWError, StoreUnavailable
+from engine.runtime import Runtime
 from engine.settings import Settings, load_settings
+from engine.sources import Clock, IdSource
 from engine.world import World
 
-ACTOR_HINT = "this command acts as an agent: give --as ACTOR or set PMW_ACTOR"
+ACTOR_HINT = "this command acts as an agent (reads are decided by the policy too): give --as ACTOR or set PMW_ACTOR"
 
 
 @dataclass(frozen=True)
@@ -44,11 +50,11 @@ def globals_of(ctx: typer.Context) -> Globals:
 
 
 class Run:
-    """One command invocation: its options, its (lazily opened) World and its output."""
+    """One command invocation: its options, its (lazily opened) runtime and its output."""
 
     def __init__(self, options: Globals) -> None:
         self.options = options
-        self._world: World | None = None
+        self._runtime: Runtime | None = None
 
     @property
     def actor(self) -> str:
@@ -67,47 +73,56 @@ class Run:
         return load_settings(db_url=self.options.db)
 
     @property
-    def world(self) -> World:
-        """The World of ``--db``, opened (and migrated) on first use."""
-        if self._world is None:
-            self._world = self.open(self.settings())
-        return self._world
+    def runtime(self) -> Runtime:
+        """The runtime of ``--db`` (its PDP started, the store migrated), opened on first use."""
+        if self._runtime is None:
+            self._runtime = self.open(self.settings())
+        return self._runtime
 
-    def open(self, settings: Settings, **kwargs: Any) -> World:
-        """Open the world ``settings`` describe (``kwargs`` go to ``World.from_settings``) and own it."""
+    @property
+    def world(self) -> World:
+        """The PDP-decided World of ``--db``, opened (and migrated) on first use."""
+        return self.runtime.world
+
+    def open(self, settings: Settings, *, clock: Clock | None = None, ids: IdSource | None = None) -> Runtime:
+        """Open the runtime ``settings`` describe and own it (closing any runtime opened before)."""
         try:
-            world = World.from_settings(settings, **kwargs)
+            runtime = Runtime.open(settings, clock=clock, ids=ids)
         except OSError as exc:  # e.g. the SQLite file's directory cannot be created
             raise StoreUnavailable(f"cannot open {settings.db_url!r}: {exc}") from exc
         self.close()
-        self._world = world
-        return world
+        self._runtime = runtime
+        return runtime
 
     def show(self, value: Any, *, columns: Sequence[str] | None = None) -> None:
         """Print ``value`` (a model, a list of models or None) as JSON or for humans."""
         emit(value, as_json=self.options.json, columns=columns)
 
     def close(self) -> None:
-        if self._world is not None:
-            self._world.close()
-            self._world = None
+        if self._runtime is not None:
+            runtime, self._runtime = self._runtime, None
+            runtime.close()
 
 
 @contextmanager
-def invocation(ctx: typer.Context, *, acting: bool = False) -> Iterator[Run]:
-    """Run one command. ``acting``: the command acts as ``--as`` (every write, and reads scoped to an
-    agent), checked before anything else. A ``PMWError`` is reported and becomes the exit code."""
+def invocation(ctx: typer.Context, *, acting: bool = False, as_json: bool = False) -> Iterator[Run]:
+    """Run one command. ``acting``: the command acts (or reads) as ``--as``, checked before anything
+    else. ``as_json``: the command's own ``--json`` flag (the same as the global one). A ``PMWError`` is
+    reported and becomes the exit code."""
     options = globals_of(ctx)
+    if as_json and not options.json:
+        options = dataclasses.replace(options, json=True)
     run = Run(options)
     try:
-        if acting:
-            _ = run.actor
-        yield run
+        try:
+            if acting:
+                _ = run.actor
+            yield run
+        finally:
+            run.close()
     except PMWError as exc:
         report_error(exc, as_json=options.json)
         raise typer.Exit(exc.exit_code) from None
-    finally:
-        run.close()
 
 
 def json_arg(option: str, text: str | None) -> Any:

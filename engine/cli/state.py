@@ -15,8 +15,8 @@ Key = Annotated[str, typer.Argument(metavar="KEY", help="The state key.")]
 @group.command("get")
 def get(ctx: typer.Context, key: Key) -> None:
     """Show the current entry of KEY (exit 4 if it does not exist)."""
-    with invocation(ctx) as run:
-        run.show(run.world.get_state(key))
+    with invocation(ctx, acting=True) as run:
+        run.show(run.world.get_state(key, actor=run.actor))
 
 
 @group.command("set")
@@ -41,5 +41,5 @@ def list_(
     limit: Limit = 1000,
 ) -> None:
     """List state entries."""
-    with invocation(ctx) as run:
-        run.show(run.world.list_state(prefix, limit))
+    with invocation(ctx, acting=True) as run:
+        run.show(run.world.list_state(prefix, limit, actor=run.actor))

@@ -39,15 +39,15 @@ def list_(
     limit: Limit = 1000,
 ) -> None:
     """List tasks, optionally by status or assignee."""
-    with invocation(ctx) as run:
-        run.show(run.world.list_tasks(status=status, assignee=assignee, limit=limit))
+    with invocation(ctx, acting=True) as run:
+        run.show(run.world.list_tasks(status=status, assignee=assignee, limit=limit, actor=run.actor))
 
 
 @group.command("show")
 def show(ctx: typer.Context, task_id: TaskId) -> None:
     """Show one task."""
-    with invocation(ctx) as run:
-        run.show(run.world.get_task(task_id))
+    with invocation(ctx, acting=True) as run:
+        run.show(run.world.get_task(task_id, actor=run.actor))
 
 
 @group.command("assign")

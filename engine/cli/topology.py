@@ -36,5 +36,5 @@ def set_(
 def show(ctx: typer.Context,
          include_inactive: Annotated[bool, typer.Option("--all", help="Include inactive edges.")] = False) -> None:
     """Show the current topology version and its edges."""
-    with invocation(ctx) as run:
-        run.show(run.world.get_topology(include_inactive=include_inactive))
+    with invocation(ctx, acting=True) as run:
+        run.show(run.world.get_topology(include_inactive=include_inactive, actor=run.actor))

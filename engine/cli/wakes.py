@@ -103,12 +103,12 @@ def list_(
     limit: Limit = 1000,
 ) -> None:
     """List wakes, oldest first."""
-    with invocation(ctx) as run:
-        run.show(run.world.list_wakes(status=status, target_agent=target_agent, limit=limit))
+    with invocation(ctx, acting=True) as run:
+        run.show(run.world.list_wakes(status=status, target_agent=target_agent, limit=limit, actor=run.actor))
 
 
 @group.command("show")
 def show(ctx: typer.Context, wake_id: WakeId) -> None:
     """Show one wake."""
-    with invocation(ctx) as run:
-        run.show(run.world.get_wake(wake_id))
+    with invocation(ctx, acting=True) as run:
+        run.show(run.world.get_wake(wake_id, actor=run.actor))

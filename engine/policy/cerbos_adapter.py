@@ -66,7 +66,10 @@ class CerbosPdp:
     def __init__(self, address: PdpAddress, *, timeout_s: float = 2.0) -> None:
         self.address = address
         self.timeout_s = timeout_s
-        self._channel = grpc.insecure_channel(address.grpc)
+        # Reconnect quickly after a PDP restart; each call waits for a ready channel only until its deadline.
+        self._channel = grpc.insecure_channel(address.grpc, options=[
+            ("grpc.initial_reconnect_backoff_ms", 50), ("grpc.min_reconnect_backoff_ms", 50),
+            ("grpc.max_reconnect_backoff_ms", 500)])
         self._svc = svc_pb2_grpc.CerbosServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self._admin = svc_pb2_grpc.CerbosAdminServiceStub(self._channel)  # type: ignore[no-untyped-call]
 
@@ -75,7 +78,7 @@ class CerbosPdp:
 
     def _call(self, method: Any, request: Any, **kw: Any) -> Any:
         try:
-            return method(request, timeout=self.timeout_s, **kw)
+            return method(request, timeout=self.timeout_s, wait_for_ready=True, **kw)
         except grpc.RpcError as exc:
             code = exc.code() if hasattr(exc, "code") else None
             details = exc.details() if hasattr(exc, "details") else str(exc)

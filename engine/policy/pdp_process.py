@@ -152,10 +152,10 @@ class ManagedPdp:
         assert self.proc is not None and self.address is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
+            if (code := self.proc.poll()) is not None:
                 tail = self.log_path.read_text(errors="replace")[-2000:]
                 self.stop()
-                raise PolicyUnavailable(f"cerbos exited with {self.proc.returncode}: {tail.strip()}")
+                raise PolicyUnavailable(f"cerbos exited with {code}: {tail.strip()}")
             try:
                 with urllib.request.urlopen(f"{self.address.http}/_cerbos/health", timeout=0.5) as r:
                     if r.status == 200:

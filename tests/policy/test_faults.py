@@ -1,0 +1,125 @@
+"""Fail closed: a PDP that is down, hung or broken never lets a write through, and work resumes after."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.errors import PolicyDenied, PolicyUnavailable, VersionConflict
+from engine.policy.cerbos_adapter import CerbosPdp
+from engine.policy.pdp_process import ManagedPdp
+from engine.world import World
+from tests.conftest import add_agent, open_pdp_world
+
+
+@pytest.fixture
+def own_pdp(policy_deployment: Path) -> Iterator[ManagedPdp]:
+    """A PDP this test may kill, stop and restart (on the same loopback ports)."""
+    pdp = ManagedPdp(policy_deployment)
+    pdp.start()
+    yield pdp
+    pdp.stop()
+
+
+@pytest.fixture
+def fragile(own_pdp: ManagedPdp, tmp_path: Path) -> Iterator[World]:
+    assert own_pdp.address is not None
+    client = CerbosPdp(own_pdp.address, timeout_s=0.5)
+    world = open_pdp_world(f"sqlite:///{tmp_path / 'w.db'}", client, tmp_path / "art")
+    add_agent(world, "alice", ["state.write"])
+    world.compare_and_set_state("alice", "n", 0, 0)
+    yield world
+    world.close()
+    client.close()
+
+
+def _snapshot(world: World) -> dict[str, object]:
+    return world.store.read.counts_and_versions()
+
+
+def test_a_killed_pdp_fails_closed_and_work_resumes_after_restart(fragile: World, own_pdp: ManagedPdp) -> None:
+    assert own_pdp.pid is not None
+    os.kill(own_pdp.pid, signal.SIGKILL)
+    own_pdp.proc.wait(5)  # type: ignore[union-attr]
+    before = _snapshot(fragile)
+    with pytest.raises(PolicyUnavailable):
+        fragile.compare_and_set_state("alice", "n", 1, 1)
+    with pytest.raises(PolicyUnavailable):
+        fragile.get_state("n", actor="alice")
+    assert _snapshot(fragile) == before
+    own_pdp.start()
+    assert fragile.compare_and_set_state("alice", "n", 1, 1).version == 2
+
+
+def test_a_hung_pdp_times_out_and_writes_nothing(fragile: World, own_pdp: ManagedPdp) -> None:
+    assert own_pdp.pid is not None
+    before = _snapshot(fragile)
+    os.kill(own_pdp.pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        with pytest.raises(PolicyUnavailable, match="DEADLINE_EXCEEDED"):
+            fragile.compare_and_set_state("alice", "n", 1, 1)
+        assert time.monotonic() - started < 5
+    finally:
+        os.kill(own_pdp.pid, signal.SIGCONT)
+    assert _snapshot(fragile) == before
+    assert fragile.compare_and_set_state("alice", "n", 1, 1).version == 2
+
+
+def test_a_broken_policy_set_does_not_start(policy_deployment: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "broken"
+    shutil.copytree(policy_deployment, broken)
+    (broken / "resources" / "state.yaml").write_text("resourcePolicy: [this is not a policy")
+    pdp = ManagedPdp(broken)
+    with pytest.raises(PolicyUnavailable, match="cerbos exited"):
+        pdp.start(timeout=10)
+    assert pdp.proc is None
+
+
+def test_faults_mid_run_never_let_a_write_through(fragile: World, own_pdp: ManagedPdp) -> None:
+    """A writer keeps incrementing while the PDP is killed, restarted, stopped and resumed: every write
+    that committed carries an allow decision's epoch, and the counter equals the successes."""
+    successes, failures = [0], [0]
+    stop = threading.Event()
+
+    def writer() -> None:
+        for _ in range(2000):  # bounded
+            if stop.is_set():
+                return
+            try:
+                current = fragile.get_state("n", actor="alice")
+                fragile.compare_and_set_state("alice", "n", current.version, current.value + 1)
+                successes[0] += 1
+            except (PolicyUnavailable, VersionConflict, PolicyDenied):
+                failures[0] += 1
+                time.sleep(0.01)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        time.sleep(0.3)
+        assert own_pdp.pid is not None
+        os.kill(own_pdp.pid, signal.SIGKILL)
+        own_pdp.proc.wait(5)  # type: ignore[union-attr]
+        time.sleep(0.5)
+        own_pdp.start()
+        time.sleep(0.3)
+        os.kill(own_pdp.pid, signal.SIGSTOP)
+        time.sleep(1.0)
+        os.kill(own_pdp.pid, signal.SIGCONT)
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        thread.join(30)
+    assert failures[0] > 0 and successes[0] > 0
+    assert fragile.get_state("n", actor="alice").value == successes[0]
+    writes = [e for e in fragile.events(limit=100_000, actor="alice") if e.event_type == "state.set"]
+    assert len(writes) == successes[0] + 1  # plus the initial create
+    assert all(e.policy_epoch is not None for e in writes)
