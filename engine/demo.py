@@ -1,7 +1,8 @@
-"""A small end-to-end demo of the shared world (``pmw demo``).
+"""A small end-to-end demo of the shared world (``pmw demo``), every call decided by the Cerbos PDP.
 
-Three agents (planner, worker, reviewer) on three terminals share one world: a task is created, claimed
-and handed off; a stale write is refused with a version conflict; a wake delivered ten times exists
+A governor is bootstrapped and grants three agents (planner, worker, reviewer, on three terminals) the
+capabilities their part needs; an agent without a capability is denied (and the denial is in the log);
+an agent asks what it may do to the task (``allowed_actions``). Then: a task is created, claimed and handed off; a stale write is refused with a version conflict; a wake delivered ten times exists
 once and ends in one receipt; private memory is proposed and promoted by a reviewer while other private
 memory stays invisible; an artifact is versioned and read back with its checksum verified. At the end
 the event log is folded and compared with the state tables (``fold == state``) and a snapshot is taken.
@@ -18,7 +19,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.errors import InvalidInput, VersionConflict
+from engine.errors import InvalidInput, PolicyDenied, VersionConflict
 from engine.models.common import Model, canonical_json
 from engine.sources import ManualClock, SeededIds
 from engine.world import World
@@ -28,8 +29,17 @@ DEMO_DB_NAME = "world.db"
 TASK_ID = "demo-task"
 STATE_KEY = "demo/plan"
 WAKE_KEY = "demo-task:claimed"
+GOVERNOR = ("governor", "Governor", "term-0")
 AGENTS = (("planner", "Planner", "planner", "term-1"), ("worker", "Worker", "worker", "term-2"),
           ("reviewer", "Reviewer", "reviewer", "term-3"))
+# What the governor grants each agent: exactly the capabilities its part of the story needs
+# (docs/policy-contract.md); every agent gets clearance 1.
+GRANTS: dict[str, tuple[str, ...]] = {
+    "planner": ("state.write", "task.assign", "task.create", "wake.enqueue"),
+    "worker": ("artifact.write", "handoff.create", "memory.write", "state.write", "task.work"),
+    "reviewer": ("memory.review", "state.write", "task.work"),
+}
+CLEARANCE = 1
 
 Echo = Callable[[str], None]
 
@@ -67,13 +77,15 @@ def prepare_demo_db(out: Path) -> str:
 
 
 def run_demo(world: World, echo: Echo) -> DemoSummary:
-    """Run the scenario on an empty ``world`` (else ``InvalidInput``); narrate through ``echo``."""
-    events = world.store.read.last_seq()
+    """Run the scenario on an empty, PDP-decided ``world`` (else ``InvalidInput``); narrate through ``echo``.
+
+    Empty means: nothing in the log but the runtime's record of the policy epoch it activated."""
+    events = [e for e in world.store.read.events(0, 1000) if e["event_type"] != "policy.activated"]
     if events:
-        raise InvalidInput("--db", f"the demo needs an empty database; this one has {events} events")
+        raise InvalidInput("--db", f"the demo needs an empty database; this one has {len(events)} events")
     demo = _Demo(world, echo)
-    for step in (demo.agents, demo.task_and_state, demo.stale_write, demo.wakes, demo.memory,
-                 demo.artifact, demo.handoff):
+    for step in (demo.governance, demo.agents, demo.denied, demo.task_and_state, demo.allowed, demo.stale_write,
+                 demo.wakes, demo.memory, demo.artifact, demo.handoff):
         step()
     return demo.finish()
 
@@ -100,12 +112,46 @@ class _Demo:
         if not ok:
             self.echo(f"     CHECK FAILED: {name}")
 
+    def governance(self) -> None:
+        gov, name, term = GOVERNOR
+        reg = self.w.bootstrap_governor(gov, name, term)
+        self.say(f"{gov} bootstrapped as the world's first governor on {term} (role {reg.agent.role_id}); "
+                 f"policy epoch {self.epoch()}")
+
+    def epoch(self) -> str:
+        current = self.w.current_policy_epoch()
+        return current.epoch if current else "-"
+
     def agents(self) -> None:
         for agent_id, name, role, term in AGENTS:
             reg = self.w.register_agent(agent_id, name, role, term)
             session = self.w.activate_session(f"session:{reg.session.session_id}")
             self.say(f"{agent_id} registered on {term}; session {session.session_id} is {session.status}")
-        self.check("three active agents", len(self.w.list_agents(status="active")) == 3)
+            agent = self.w.grant(GOVERNOR[0], agent_id, capabilities=list(GRANTS[agent_id]), clearance=CLEARANCE)
+            self.say(f"governor granted {agent_id}: {', '.join(agent.capability_profile['capabilities'])} "
+                     f"(clearance {agent.permission_profile['clearance']})")
+        self.check("three active agents", len(self.w.list_agents(status="active", actor="planner")) == 3)
+
+    def denied(self) -> None:
+        try:
+            self.w.create_task("reviewer", "A task nobody asked for", task_id="demo-unwanted")
+        except PolicyDenied as exc:
+            last = self.w.events(0, 1, newest=True, actor=GOVERNOR[0])
+            recorded = bool(last) and last[0].event_type == "policy.denied" and last[0].actor_id == "reviewer"
+            self.say(f"reviewer (no task.create) tried to create a task -> {exc.code}: {exc.action} {exc.kind} "
+                     f"denied under epoch {exc.policy_epoch}; the denial is event {last[0].seq if last else '-'} "
+                     f"({last[0].event_type if last else '-'})")
+            self.check("a write without the capability is denied and recorded", recorded)
+            return
+        self.say("reviewer created a task without the capability")
+        self.check("a write without the capability is denied and recorded", False)
+
+    def allowed(self) -> None:
+        task, state = self.w.allowed_actions_batch("worker", [("task", TASK_ID), ("state", STATE_KEY)])
+        self.say(f"worker asked what it may do (one PDP call): task {TASK_ID} allows {', '.join(task.allowed)}, "
+                 f"denies {', '.join(task.denied)}; state {STATE_KEY} allows {', '.join(state.allowed)}")
+        self.check("the assignee may complete but not abort the task",
+                   "complete" in task.allowed and "abort" in task.denied and "write" in state.allowed)
 
     def task_and_state(self) -> None:
         task = self.w.create_task("planner", "Write the quarterly report", task_id=TASK_ID)
@@ -133,7 +179,7 @@ class _Demo:
     def wakes(self) -> None:
         results = [self.w.enqueue_wake("planner", "worker", "task.claimed", WAKE_KEY, payload={"task": TASK_ID})
                    for _ in range(10)]
-        wakes = self.w.list_wakes(target_agent="worker")
+        wakes = self.w.list_wakes(target_agent="worker", actor="worker")
         self.say(f"planner enqueued a wake for worker 10 times with key {WAKE_KEY!r} -> "
                  f"{sum(r.created for r in results)} created, {len(wakes)} wake in the queue")
         self.check("ten enqueues, one wake", len(wakes) == 1 and sum(r.created for r in results) == 1)
@@ -145,7 +191,7 @@ class _Demo:
         receipt = self.w.ack_wake("worker", wake.wake_id, "no_action", reason="already working on it")
         self.say(f"worker acked it: decision {receipt.decision}, outcome {receipt.outcome}, "
                  f"receipt {receipt.receipt_id}")
-        self.check("one receipt for the wake", self.w.receipt_for_wake(wake.wake_id) == receipt)
+        self.check("one receipt for the wake", self.w.receipt_for_wake(wake.wake_id, actor="worker") == receipt)
 
     def memory(self) -> None:
         fact = self.w.store_memory("worker", "The report needs a risk section", "inference")
@@ -171,7 +217,8 @@ class _Demo:
         art = self.w.register_artifact("worker", "report", v1, task_id=TASK_ID)
         art = self.w.new_artifact_version("worker", art.artifact_id, v2)
         self.artifact_id = art.artifact_id
-        head, first = self.w.read_artifact(art.artifact_id), self.w.read_artifact(art.artifact_id, 1)
+        head = self.w.read_artifact(art.artifact_id, actor="planner")
+        first = self.w.read_artifact(art.artifact_id, 1, actor="planner")
         self.say(f"worker registered artifact {art.artifact_id} and committed version {art.version}; "
                  f"read back sha256 {head.artifact.checksum[:12]}... verified")
         self.check("artifact content round-trips with its checksum",
@@ -184,7 +231,7 @@ class _Demo:
                                   expected_output="approve or request changes", return_route="planner")
         self.say(f"worker handed {TASK_ID} to reviewer: handoff {h.handoff_id} ({h.status})")
         h = self.w.accept_handoff("reviewer", h.handoff_id)
-        task = self.w.get_task(TASK_ID)
+        task = self.w.get_task(TASK_ID, actor="planner")
         self.say(f"reviewer accepted: task {task.task_id} is {task.status} by {task.assignee}")
         h = self.w.complete_handoff("reviewer", h.handoff_id, {"verdict": "approved"})
         task = self.w.complete_task("reviewer", TASK_ID, {"verdict": "approved"})
@@ -216,4 +263,4 @@ def _masked(url: str) -> str:
     return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", url)
 
 
-__all__ = ["DEMO_SEED", "DemoSummary", "demo_sources", "prepare_demo_db", "run_demo"]
+__all__ = ["DEMO_SEED", "GRANTS", "DemoSummary", "demo_sources", "prepare_demo_db", "run_demo"]

@@ -4,9 +4,22 @@ from typing import Annotated
 
 import typer
 
-from engine.cli import agents, artifacts, events, handoffs, memory, receipts, state, tasks, topology, wakes
+from engine.cli import (
+    agents,
+    artifacts,
+    events,
+    handoffs,
+    memory,
+    permissions,
+    policy,
+    receipts,
+    state,
+    tasks,
+    topology,
+    wakes,
+    world_cmds,
+)
 from engine.cli.runtime import Globals
-from engine.cli.world_cmds import register
 
 EXIT_CODES = """\
 Exit codes:
@@ -15,18 +28,22 @@ Exit codes:
   0  success
   1  a demo check failed (or an unexpected internal error)
   2  usage error: unknown command or option, wrong argument type, missing argument
-  3  invalid input: bad id, bad JSON, unknown value, payload over 64 KiB, missing --as
+  3  invalid input: bad id, bad JSON, unknown value, payload over 64 KiB, missing --as; a policy set
+     that fails to compile or its tests (policy_rejected)
   4  not found
-  5  conflict: stale --expect-version, already exists, --op-id reused, terminal owned, lease held
-  6  illegal transition or not permitted
+  5  conflict: stale --expect-version, already exists, --op-id reused, terminal owned, lease held,
+     policy epoch changed
+  6  illegal transition or not permitted: denied by the policy (policy_denied), approval invalid
   7  artifact corrupted (checksum mismatch)
   8  store unavailable
+  9  policy unavailable: no decision could be had from the PDP (nothing was done)
 """
 
 app = typer.Typer(
     name="pmw",
     help="PMW: the persistent multi-agent workspace. Every command opens the shared world, makes one call "
-         "and prints its result (--json: the models as JSON on stdout; errors as JSON on stderr).",
+         "decided by the Cerbos PDP (its own, or PMW_PDP_ADDRESS) and prints its result (--json: the models "
+         "as JSON on stdout; errors as JSON on stderr).",
     epilog=EXIT_CODES,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -42,7 +59,8 @@ def root(
         "--db", metavar="URL", help="Database URL (default: PMW_DB_URL, else sqlite:///./pmw-data/world.db).")]
     = None,
     actor: Annotated[str | None, typer.Option(
-        "--as", metavar="ACTOR", envvar="PMW_ACTOR", help="The acting agent id (needed by writes).")] = None,
+        "--as", metavar="ACTOR", envvar="PMW_ACTOR", help="The acting agent id (needed by writes and reads: "
+                                                          "the policy decides both).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine output: JSON on stdout, errors on stderr.")]
     = False,
 ) -> None:
@@ -52,9 +70,10 @@ def root(
 
 for _name, _module in (("agents", agents), ("state", state), ("tasks", tasks), ("memory", memory),
                        ("wakes", wakes), ("handoffs", handoffs), ("receipts", receipts), ("events", events),
-                       ("artifacts", artifacts), ("topology", topology)):
+                       ("artifacts", artifacts), ("topology", topology), ("policy", policy)):
     app.add_typer(_module.group, name=_name)
-register(app)
+world_cmds.register(app)
+permissions.register(app)
 
 
 def main() -> None:

@@ -7,8 +7,15 @@ import typer
 
 from engine.cli.runtime import invocation
 from engine.demo import demo_sources, prepare_demo_db, run_demo
+from engine.errors import InvalidInput, StoreUnavailable
+from engine.models.agents import Registration
 from engine.models.common import Model
-from engine.settings import load_settings
+from engine.policy.attributes import GOVERNOR_ROLE
+from engine.settings import Settings, load_settings
+from engine.sources import SystemClock
+from engine.validation import build
+from engine.world.agents import RegisterAgent
+from store import Store
 
 
 class InitResult(Model):
@@ -18,12 +25,60 @@ class InitResult(Model):
     schema_version: int
 
 
-def init(ctx: typer.Context) -> None:
-    """Create or migrate the database (idempotent: a current database is left as it is)."""
+class GovernorInit(InitResult):
+    """``pmw init --governor``: the migrations, and the world's first governor (with its session)."""
+
+    governor: Registration
+
+
+def migrate(settings: Settings) -> InitResult:
+    """Apply pending migrations without a PDP (migrations decide nothing)."""
+    settings.ensure_sqlite_parent()
+    try:
+        store = Store(settings.db_url, settings.database_options())
+    except OSError as exc:
+        raise StoreUnavailable(f"cannot open {settings.db_url!r}: {exc}") from exc
+    try:
+        applied = store.init(SystemClock().now_us())
+        return InitResult(applied=applied, schema_version=store.schema_version())
+    finally:
+        store.close()
+
+
+def governor_request(governor: str | None, name: str | None, term: str | None) -> RegisterAgent | None:
+    """The checked ``--governor/--name/--term`` triple (all or none), before anything is opened."""
+    if governor is None:
+        for option, value in (("--name", name), ("--term", term)):
+            if value is not None:
+                raise InvalidInput(option, "only with --governor")
+        return None
+    for option, value in (("--name", name), ("--term", term)):
+        if value is None:
+            raise InvalidInput(option, "--governor needs --name and --term")
+    return build(RegisterAgent, agent_id=governor, display_name=name, role_id=GOVERNOR_ROLE, term_key=term)
+
+
+def init(
+    ctx: typer.Context,
+    governor: Annotated[str | None, typer.Option(
+        "--governor", metavar="AGENT_ID", help="Also register the world's first governor (allowed once): the "
+                                               "human principal who grants agents their capabilities.")] = None,
+    name: Annotated[str | None, typer.Option("--name", help="The governor's display name.")] = None,
+    term: Annotated[str | None, typer.Option("--term", help="The governor's terminal context (term_key).")]
+    = None,
+) -> None:
+    """Create or migrate the database (idempotent: a current database is left as it is); with --governor,
+    then bootstrap the first governor (exit 6 if the world already has one)."""
     with invocation(ctx) as run:
-        world = run.open(run.settings(), init=False)
-        applied = world.store.init(world.clock.now_us())
-        run.show(InitResult(applied=applied, schema_version=world.store.schema_version()))
+        request = governor_request(governor, name, term)
+        settings = run.settings()
+        result = migrate(settings)
+        if request is None:
+            run.show(result)
+            return
+        registration = run.open(settings).world.bootstrap_governor(
+            request.agent_id, request.display_name, request.term_key)
+        run.show(GovernorInit(**result.model_dump(), governor=registration))
 
 
 def project(
@@ -50,13 +105,14 @@ def demo(
     out: Annotated[Path, typer.Option("--out", file_okay=False, help="Folder of the default demo database.")]
     = Path("pmw-demo"),
 ) -> None:
-    """Run a short end-to-end demo: three agents, a task, a stale write, an idempotent wake, reviewed
-    memory, a versioned artifact and a handoff; then check fold(events) == state. Exit 1 if a check fails."""
+    """Run a short end-to-end demo under the policy: a governor grants three agents their capabilities; a
+    denied write, allowed actions, a task, a stale write, an idempotent wake, reviewed memory, a versioned
+    artifact and a handoff; then check fold(events) == state. Exit 1 if a check fails."""
     with invocation(ctx) as run:
         url = db or run.options.db or prepare_demo_db(out)
         clock, ids = demo_sources()
-        world = run.open(load_settings(db_url=url), clock=clock, ids=ids)
-        summary = run_demo(world, lambda line: typer.echo(line, err=run.options.json))
+        runtime = run.open(load_settings(db_url=url), clock=clock, ids=ids)
+        summary = run_demo(runtime.world, lambda line: typer.echo(line, err=run.options.json))
         if run.options.json:
             run.show(summary)
         if not summary.ok:

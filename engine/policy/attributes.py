@@ -34,7 +34,10 @@ def delegations(read: Reader, agent_id: str) -> dict[str, set[str] | None]:
     out: dict[str, set[str] | None] = {}
     for h in read.rows("handoffs", {"target_agent": agent_id, "status": "accepted"}):
         scope = h["authority_scope"] or {}
-        out[h["task_id"]] = capabilities_of(scope) if "capabilities" in scope else None
+        caps = capabilities_of(scope) if "capabilities" in scope else None
+        held = out.get(h["task_id"])
+        # several delegations of one task: the narrowest wins
+        out[h["task_id"]] = caps if held is None else (held if caps is None else held & caps)
     return out
 
 

@@ -60,10 +60,10 @@ class HandoffCalls(WorldCore):
         if not TASK_LIFECYCLE.allows(task.status.value, "transfer"):
             raise NotPermitted(actor, "hand off", "task", task.task_id, f"task is {task.status.value}")
         self._row("agents", "agent", req.target_agent, agent_id=req.target_agent)
-        self._check_attenuation(actor, req)
+        scope = {**req.authority_scope, "capabilities": self._attenuated_scope(actor, req)}
         hid = self.ids.new("hnd")
         handoff = Handoff(handoff_id=hid, source_agent=actor, status=HandoffStatus.PENDING, created_at_us=now,
-                          updated_at_us=now, version=1, **req.model_dump())
+                          updated_at_us=now, version=1, **{**req.model_dump(), "authority_scope": scope})
         refs = [("artifact", a, "handoff", hid, "carries") for a in req.artifact_refs]
         refs += [("ref", e, "handoff", hid, "evidence") for e in req.evidence_refs]
         return Plan("handoff.created", "handoff", hid, handoff,
@@ -72,22 +72,25 @@ class HandoffCalls(WorldCore):
                     payload={"task_id": req.task_id, "target_agent": req.target_agent},
                     provenance=[("task", req.task_id, "handoff", hid, "handed_off"), *refs], resulting_version=1)
 
-    def _check_attenuation(self, actor: str, req: CreateHandoff) -> None:
-        """A handoff never escalates: the scope it hands over must be a subset of the source's own
-        effective authority on that task (itself attenuated if the source got the task by a handoff)."""
-        if "capabilities" not in req.authority_scope:
-            return  # no scope named: the target acts with its own authority, attenuated by nothing
-        wanted = req.authority_scope["capabilities"]
-        if not isinstance(wanted, list) or not all(isinstance(c, str) for c in wanted):
-            raise InvalidInput("authority_scope.capabilities", "a list of capability names")
+    def _attenuated_scope(self, actor: str, req: CreateHandoff) -> list[str]:
+        """The capabilities a handoff hands over: a subset of the source's own effective authority on the
+        task (itself attenuated if the source got the task by a handoff); by default all of it. A handoff
+        never escalates: asking for more is refused. The target then acts on the task with this scope
+        intersected with its own maximum."""
         source = self._row("agents", "agent", actor, agent_id=actor)
         held = capabilities_of(source["capability_profile"])
         inherited = delegations(self.store.read, actor).get(req.task_id)
         if inherited is not None:
             held &= inherited
+        if "capabilities" not in req.authority_scope:
+            return sorted(held)
+        wanted = req.authority_scope["capabilities"]
+        if not isinstance(wanted, list) or not all(isinstance(c, str) for c in wanted):
+            raise InvalidInput("authority_scope.capabilities", "a list of capability names")
         if extra := sorted(set(wanted) - held):
             raise NotPermitted(actor, "hand off", "task", req.task_id,
                                f"the handoff scope exceeds the source's authority: {', '.join(extra)}")
+        return sorted(set(wanted))
 
     def accept_handoff(self, actor: str, handoff_id: str, *, op_id: str | None = None,
                        cause: Cause | None = None) -> Handoff:
