@@ -105,7 +105,7 @@ class ManagedPdp:
     """One ``cerbos server`` subprocess serving ``policy_dir``; use as a context manager or start/stop."""
 
     def __init__(self, policy_dir: Path, *, audit_path: Path | None = None, log_path: Path | None = None) -> None:
-        self.policy_dir = Path(policy_dir).resolve()
+        self.policy_dir = Path(policy_dir).absolute()  # not resolve(): a deployment swaps the symlink
         self._workdir = Path(tempfile.mkdtemp(prefix="pmw-pdp-"))
         self.audit_path = audit_path
         self.log_path = log_path or self._workdir / "pdp.log"

@@ -63,9 +63,10 @@ class RevocationCalls(WorldCore):
 
         def plan(now: int) -> Plan:
             wake = self._load(Wake, "wakes", "wake", wake_id, wake_id=wake_id)
-            rec = Receipt(receipt_id=self.ids.new("rcp"), created_at_us=now, policy_epoch=epoch,
+            rec = Receipt(receipt_id=self.ids.new("rcp"), created_at_us=now,
                           **WriteReceipt(agent_id=wake.target_agent, decision=Decision.NO_ACTION,
-                                         outcome=Outcome.DENIED, wake_id=wake_id, reason=reason).model_dump())
+                                         outcome=Outcome.DENIED, wake_id=wake_id, reason=reason,
+                                         policy_epoch=epoch).model_dump())
             p, _ = self._transition(Wake, "wakes", "wake", wake_id, WAKE_LIFECYCLE, "cancel", now,
                                     event_type="wake.revoked", payload={"reason": reason},
                                     extra=[Insert("receipts", rec.model_dump(mode="json"), "receipt", rec.receipt_id)])
