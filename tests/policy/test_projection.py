@@ -1,0 +1,51 @@
+"""The projection: permission-aware, scored, within a budget, widening when conflict or uncertainty rises."""
+
+from __future__ import annotations
+
+from engine.projection_score import Features, ProjectionWeights, score, top, widened_budget
+from engine.world import World
+from tests.conftest import add_agent
+
+
+def test_scores_rank_relevant_recent_authoritative_objects_first() -> None:
+    w = ProjectionWeights()
+    relevant = Features(relevance=1, age_s=0, causality=0, authority=1, risk=0, dependency=0)
+    stale = Features(relevance=0, age_s=86_400, causality=0, authority=0.3, risk=0, dependency=0)
+    assert score(relevant, w) > score(stale, w)
+    assert [i for i, _ in top([("b", stale), ("a", relevant)], 1, w)] == ["a"]
+
+
+def test_widening_doubles_the_budget_so_the_wide_view_contains_the_narrow_one() -> None:
+    assert widened_budget(10, 0, 0) == (10, False)
+    assert widened_budget(10, 1, 0) == (20, True)
+    w = ProjectionWeights()
+    items = [(f"x{i}", Features(relevance=0, age_s=i, causality=0, authority=0, risk=0, dependency=0))
+             for i in range(30)]
+    narrow = {i for i, _ in top(items, 10, w)}
+    wide = {i for i, _ in top(items, 20, w)}
+    assert narrow <= wide and len(wide) == 20
+
+
+def test_projection_keeps_the_budget_and_prefers_the_agents_task(pworld: World) -> None:
+    add_agent(pworld, "alice", ["memory.write", "task.create", "task.work"])
+    task = pworld.create_task("alice", "focus")
+    pworld.claim_task("alice", task.task_id)
+    for i in range(6):
+        pworld.store_memory("alice", f"note {i}", "observation")
+    related = pworld.store_memory("alice", "about the task", "observation", source_refs=[task.task_id])
+    for i in range(4):
+        pworld.create_task("alice", f"other {i}")
+    view = pworld.project_world("alice", budget=3, widen=False)
+    assert len(view.tasks) <= 3 and len(view.working_memory) <= 3
+    assert view.tasks[0].task_id == task.task_id
+    assert view.working_memory[0].memory_id == related.memory_id
+
+
+def test_uncertainty_widens_the_view(pworld: World) -> None:
+    add_agent(pworld, "alice", ["memory.write"])
+    for i in range(4):
+        pworld.store_memory("alice", f"fact {i}", "observation")
+    assert not pworld.project_world("alice", budget=2).widened
+    pworld.store_memory("alice", "is x true?", "open_question")
+    view = pworld.project_world("alice", budget=2)
+    assert view.widened and view.budget == 4 and len(view.working_memory) == 4
