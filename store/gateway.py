@@ -2,7 +2,8 @@
 
 :func:`commit` applies a :class:`~store.changes.WriteRequest` in one database transaction:
 
-1. append the event, which is also the operation's ledger entry (``UNIQUE(op_id)``): actor, causation,
+1. append the event (on PostgreSQL: after the changes, see ``_Tx.apply``), which is also the operation's
+   ledger entry (``UNIQUE(op_id)``): actor, causation,
    correlation, base and resulting versions, policy epoch, topology version, the request hash, the
    result, and the post-image of every row the request writes (so the log folds to the state). A
    duplicate op id fails this first statement: the same request hash then returns the stored result and
@@ -43,6 +44,9 @@ from store.database import Database
 from store.schema import TABLES, events, primary_key
 
 CommitHook = Callable[[WriteRequest], None]
+
+
+_LOG_LOCK = 0x504D5702  # the advisory lock that orders log appends on PostgreSQL
 
 
 class _DuplicateOperationError(Exception):
@@ -184,7 +188,22 @@ class _Tx:
         self.check_epoch(request)
         changes: list[Insert | Update] = [*request.changes,
                                           *(_provenance_row(request, e) for e in request.provenance)]
+        if self.dialect == "sqlite":  # one writer at a time: log order is commit order already
+            self.append_event(request, changes)
+            self._apply_changes(changes)
+            return
+        # PostgreSQL: a sequence value is taken at INSERT, not at COMMIT, so two writers could commit their
+        # events out of log order and a reader (a snapshot, a log follower) could skip one. The event is
+        # therefore appended last, under one transaction-scoped advisory lock held until commit: log
+        # positions are handed out in commit order, and only that short tail is serialised.
+        self.cur.execute("SELECT 1 FROM events WHERE op_id = %(op)s", {"op": request.op_id})
+        if self.cur.fetchone() is not None:
+            raise _DuplicateOperationError
+        self._apply_changes(changes)
+        self.cur.execute("SELECT pg_advisory_xact_lock(%(k)s)", {"k": _LOG_LOCK})
         self.append_event(request, changes)
+
+    def _apply_changes(self, changes: list[Insert | Update]) -> None:
         for change in changes:
             if isinstance(change, Insert):
                 self.insert(change)
@@ -242,6 +261,13 @@ def commit(db: Database, request: WriteRequest, hooks: tuple[CommitHook, ...] = 
             _Tx(db, cur).apply(request)
     except _DuplicateOperationError:
         return _replay(db, request)
+    except (VersionConflict, NotFound, AlreadyExists):
+        # A twin of this operation may have committed first (its change beat ours to the row): answer
+        # with its result rather than the conflict it caused.
+        stored = lookup_operation(db, request.op_id)
+        if stored is not None:
+            return _replay(db, request)
+        raise
     except PMWError:
         raise
     except (db.database_error, DatabaseError) as exc:  # driver errors, and SQLAlchemy's wrapping on connect

@@ -5,7 +5,9 @@
    version 1,601, exactly 1,600 ``state.set`` events after the creation, and the log folds to the state.
 2. One winner: 20 registered agents, each in its own process, claim one task at the same instant
    (file barrier); exactly one wins, every other gets a typed PMW error (``IllegalTransition`` or
-   ``VersionConflict``), the task is claimed by the winner and the log has one ``task.claimed``.
+   ``VersionConflict``), the task is claimed by the winner and the log has one claim event.
+3. Log order is commit order (PostgreSQL): a write cannot commit while another holding a lower log
+   position is still in flight, so a snapshot or a log follower never skips an event.
 
 The database is created and migrated in the parent; children are ``python -m tests.procs.*`` programs,
 waited for with a deadline and killed by PID in a ``finally``.
@@ -14,11 +16,14 @@ waited for with a deadline and killed by PID in a ``finally``.
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+import store.gateway
 from engine.policy.enforcement import LocalScopeRules
 from engine.world import World
 from tests.conftest import DbUrlFactory
@@ -148,3 +153,64 @@ def test_concurrent_claims_have_exactly_one_winner(db_url_factory: DbUrlFactory,
     finally:
         stop_all(children)
         world.close()
+
+
+@pytest.mark.postgres
+def test_log_positions_follow_commit_order_on_postgres(pg_url: str, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deterministic interleaving (threads, one pause point just before commit):
+
+    A: CAS on key ``a`` reaches its commit point and pauses; B: CAS on key ``b`` starts meanwhile. B must
+    not commit before A (otherwise A's event would carry a lower log position than an event already
+    visible, and a snapshot or a log follower could skip it). Then the log order is the commit order and
+    snapshot + tail folds to the state.
+    """
+    setup = World.open(pg_url, policy=LocalScopeRules(), artifact_dir=tmp_path / "artifacts")
+    setup.compare_and_set_state("writer", "a", 0, 0)
+    setup.compare_and_set_state("writer", "b", 0, 0)
+    setup.close()
+
+    in_flight, release = threading.Event(), threading.Event()
+    original_apply = store.gateway._Tx.apply
+
+    def apply_then_pause(self: store.gateway._Tx, request: store.gateway.WriteRequest) -> None:
+        original_apply(self, request)
+        if request.op_id == "slow-a":
+            in_flight.set()
+            release.wait(30)  # bounded: the main thread releases it
+
+    monkeypatch.setattr(store.gateway._Tx, "apply", apply_then_pause)
+    slow = World.open(pg_url, policy=LocalScopeRules(), init=False)
+    fast = World.open(pg_url, policy=LocalScopeRules(), init=False)
+    errors: list[BaseException] = []
+
+    def run(call: Callable[[], object]) -> None:
+        try:
+            call()
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+
+    a = threading.Thread(target=run, args=(lambda: slow.compare_and_set_state("writer", "a", 1, 1, op_id="slow-a"),))
+    b = threading.Thread(target=run, args=(lambda: fast.compare_and_set_state("writer", "b", 1, 1, op_id="fast-b"),))
+    try:
+        a.start()
+        assert in_flight.wait(30), "the slow write never reached its pause point"
+        b.start()
+        b.join(1.0)
+        assert b.is_alive(), "B committed while A, holding a lower log position, was still in flight"
+    finally:
+        release.set()
+        a.join(30)
+        b.join(30)
+    try:
+        assert not a.is_alive() and not b.is_alive()
+        assert not errors, errors
+        seq = {e.op_id: e.seq for e in fast.events(0, limit=1000)}
+        assert seq["slow-a"] < seq["fast-b"]
+        fast.take_snapshot("writer")
+        fast.compare_and_set_state("writer", "a", 2, 2)
+        assert fast.rebuild_state(from_snapshot=False) == fast.state_image()
+        assert fast.rebuild_state(from_snapshot=True) == fast.state_image()
+    finally:
+        slow.close()
+        fast.close()
