@@ -101,20 +101,29 @@ def test_faults_mid_run_never_let_a_write_through(fragile: World, own_pdp: Manag
                 failures[0] += 1
                 time.sleep(0.01)
 
+    def wait_for(counter: list[int], more_than: int) -> None:
+        deadline = time.monotonic() + 15  # bounded, generous for a loaded machine
+        while counter[0] <= more_than and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert counter[0] > more_than
+
     thread = threading.Thread(target=writer)
     thread.start()
     try:
-        time.sleep(0.3)
+        wait_for(successes, 2)  # the writer is running
         assert own_pdp.pid is not None
         os.kill(own_pdp.pid, signal.SIGKILL)
         own_pdp.proc.wait(5)  # type: ignore[union-attr]
-        time.sleep(0.5)
+        wait_for(failures, 0)  # the dead PDP refused at least one write
         own_pdp.start()
-        time.sleep(0.3)
+        wait_for(successes, successes[0])  # work resumed
+        refused = failures[0]
         os.kill(own_pdp.pid, signal.SIGSTOP)
-        time.sleep(1.0)
-        os.kill(own_pdp.pid, signal.SIGCONT)
-        time.sleep(0.3)
+        try:
+            wait_for(failures, refused)  # the hung PDP timed out at least once
+        finally:
+            os.kill(own_pdp.pid, signal.SIGCONT)
+        wait_for(successes, successes[0])  # and work resumed again
     finally:
         stop.set()
         thread.join(30)
