@@ -2,10 +2,11 @@
 
 A governor is bootstrapped and grants three agents (planner, worker, reviewer, on three terminals) the
 capabilities their part needs; an agent without a capability is denied (and the denial is in the log);
-an agent asks what it may do to the task (``allowed_actions``). Then: a task is created, claimed and handed off; a stale write is refused with a version conflict; a wake delivered ten times exists
-once and ends in one receipt; private memory is proposed and promoted by a reviewer while other private
-memory stays invisible; an artifact is versioned and read back with its checksum verified. At the end
-the event log is folded and compared with the state tables (``fold == state``) and a snapshot is taken.
+an agent asks what it may do to the task (``allowed_actions``). Then: a task is created, claimed and
+handed off; a stale write is refused with a version conflict; a wake delivered ten times exists once and
+ends in one receipt; private memory is proposed and promoted by a reviewer while other private memory
+stays invisible; an artifact is versioned and read back with its checksum verified. At the end the event
+log is folded and compared with the state tables (``fold == state``) and a snapshot is taken.
 
 :func:`run_demo` narrates each step through ``echo`` and returns a :class:`DemoSummary`; every check it
 makes is recorded in ``checks`` and ``ok`` is true only if all passed. Ids and times are deterministic
@@ -148,7 +149,7 @@ class _Demo:
 
     def allowed(self) -> None:
         task, state = self.w.allowed_actions_batch("worker", [("task", TASK_ID), ("state", STATE_KEY)])
-        self.say(f"worker asked what it may do (one PDP call): task {TASK_ID} allows {', '.join(task.allowed)}, "
+        self.say(f"worker asked what it may do (one batch call): task {TASK_ID} allows {', '.join(task.allowed)}, "
                  f"denies {', '.join(task.denied)}; state {STATE_KEY} allows {', '.join(state.allowed)}")
         self.check("the assignee may complete but not abort the task",
                    "complete" in task.allowed and "abort" in task.denied and "write" in state.allowed)

@@ -75,7 +75,7 @@ class Runtime:
 
     @staticmethod
     def deploy_root(settings: Settings) -> Path:
-        return settings.resolved_data_dir() / "policy-deploys"
+        return settings.policy_deploy_root or settings.resolved_data_dir() / "policy-deploys"
 
     @classmethod
     def open(cls, settings: Settings | None = None, *, clock: Clock | None = None, ids: IdSource | None = None

@@ -10,6 +10,8 @@
 ``PMW_PDP_ADDRESS``     ``host:port`` of an external PDP's gRPC listener; unset: the runtime starts its own
 ``PMW_PDP_ADMIN_USER`` / ``PMW_PDP_ADMIN_PASSWORD``  admin credentials of an external PDP (for reloads)
 ``PMW_PDP_TIMEOUT_S``   deadline of every PDP call (default 2.0 s)
+``PMW_POLICY_DEPLOY_ROOT``  where validated policy sets are deployed (``<root>/current`` is served);
+                        default ``<data dir>/policy-deploys``; point it at an external PDP's directory
 
 A bad value fails with :class:`~engine.errors.InvalidInput` naming the variable.
 """
@@ -40,6 +42,7 @@ class Settings(BaseSettings):
     pdp_admin_user: str | None = None
     pdp_admin_password: str | None = None
     pdp_timeout_s: float = Field(default=2.0, gt=0, le=60)
+    policy_deploy_root: Path | None = None
 
     def resolved_data_dir(self) -> Path:
         """Where runtime files live: beside a SQLite database file, else ``./pmw-data``."""

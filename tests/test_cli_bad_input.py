@@ -1,9 +1,12 @@
 """Bad input to every ``pmw`` command: the documented exit code, a message on stderr, no traceback, and
-the store left exactly as it was (``counts_and_versions()`` before == after).
+the store left exactly as it was (``counts_and_versions()`` before == after), except that a policy denial
+appends exactly one ``policy.denied`` audit event (acting agent, nothing else changed).
 
-Each case runs against a copy of one seeded world (agents, tasks, state, memory, wakes, a receipt, a
-handoff, artifacts, a topology edge), in human mode and in ``--json`` mode (where the error must be the
-error's ``to_dict()`` JSON on stderr, with the code that matches the exit code).
+Every case runs against one seeded world per module (a governor, agents with and without capabilities,
+tasks, state, memory, wakes, a receipt, a handoff, artifacts, a topology edge, a pending approval) under
+the session's Cerbos PDP: failures leave the store as it was, so the cases can share it. Each case runs in
+human mode and in ``--json`` mode (where the error must be the error's ``to_dict()`` JSON on stderr, with a
+code that matches the exit code).
 """
 
 from __future__ import annotations
@@ -20,24 +23,38 @@ import pytest
 import typer.main
 
 from engine.cli import app
-from engine.settings import load_settings
+from engine.runtime import Runtime
 from engine.sources import SeededIds
-from engine.world import World
-from tests.test_cli import assert_clean_failure, counts, invoke
+from tests.cli_support import (
+    GOVERNOR,
+    POLICY_DIR,
+    Pdp,
+    assert_clean_failure,
+    assert_one_denial,
+    counts,
+    invoke,
+    pdp_fixture,  # noqa: F401 - the session's PDP (fixture ``pdp``)
+    setup_agents,
+)
 
 BIG_JSON = json.dumps({"blob": "x" * (65 * 1024)})  # > 64 KiB of canonical JSON
 BIG_TEXT = "y" * (65 * 1024)
 BAD_ID = "bad id!"
+DENIED = "policy_denied"
 
 # The error codes each exit code may carry (exit 2 is typer's own usage error: no JSON).
-CODES = {3: {"invalid_input", "payload_too_large", "target_unresolved"}, 4: {"not_found"},
-         5: {"version_conflict", "already_exists", "operation_conflict", "terminal_owned", "lease_held"},
-         6: {"illegal_transition", "not_permitted"}, 7: {"artifact_corrupted"}, 8: {"store_unavailable"}}
+CODES = {3: {"invalid_input", "payload_too_large", "target_unresolved", "policy_invalid_request", "policy_rejected"},
+         4: {"not_found"},
+         5: {"version_conflict", "already_exists", "operation_conflict", "terminal_owned", "lease_held",
+             "policy_epoch_changed"},
+         6: {"illegal_transition", "not_permitted", "policy_denied", "approval_invalid"}, 7: {"artifact_corrupted"},
+         8: {"store_unavailable"}, 9: {"policy_unavailable"}}
 
 
 @dataclass(frozen=True)
 class Case:
-    """``pmw [--db DB] [--as ACTOR] ARGV`` must exit ``code``, mentioning ``fragment`` on stderr."""
+    """``pmw [--db DB] [--as ACTOR] ARGV`` must exit ``code``, mentioning ``fragment`` on stderr. A case
+    whose fragment is ``policy_denied`` expects exactly one ``policy.denied`` event by ``actor``."""
 
     argv: str
     code: int
@@ -59,6 +76,11 @@ CASES: list[Case] = [
     Case("init", 3, "db_url", db="not a url"),
     Case("init", 8, "store unavailable", db="sqlite:///$afile/world.db"),
     Case("init extra", 2),
+    Case(f"init --governor '{BAD_ID}' --name X --term t9", 3, "agent_id"),
+    Case("init --governor g2 --name '' --term t9", 3, "display_name"),
+    Case("init --governor g2 --name G2", 3, "--term"),
+    Case("init --name G2", 3, "--name"),
+    Case("init --governor g2 --name G2 --term t9", 6, "a governor already exists"),
     Case("project ghost", 4, "ghost"),
     Case(f"project '{BAD_ID}'", 3, "agent_id"),
     Case("project a1 --budget 0", 2),
@@ -73,10 +95,20 @@ CASES: list[Case] = [
     Case("agents register a9 --name X --role r --term t9 --permissions $big_json", 3, "payload_too_large"),
     Case("agents register a9 --name '' --role r --term t9", 3, "display_name"),
     Case("agents register a9 --name X --role r", 2),
+    Case("agents grant ghost --capability task.create", 4, "ghost", actor=GOVERNOR),
+    Case("agents grant a2 --capability 'Bad Cap'", 3, "capabilities", actor=GOVERNOR),
+    Case("agents grant a2", 3, "--capability", actor=GOVERNOR),
+    Case("agents grant a2 --capability task.create --no-capabilities", 3, "--no-capabilities", actor=GOVERNOR),
+    Case("agents grant a2 --clearance 9", 2, actor=GOVERNOR),
+    Case("agents grant a2 --capability task.create", 3, "--as", actor=None),
+    Case("agents grant a2 --capability task.create", 6, DENIED),
+    Case("agents grant a1 --clearance 5", 6, DENIED),
+    Case("agents list", 3, "--as", actor=None),
     Case("agents list --status zombie", 3, "zombie"),
     Case(f"agents list --role '{BAD_ID}'", 3, "role_id"),
     Case("agents show ghost", 4, "ghost"),
     Case(f"agents show '{BAD_ID}'", 3, "agent_id"),
+    Case("agents show a1", 3, "--as", actor=None),
     Case("agents sessions agent:ghost", 3, "no such agent"),
     Case("agents sessions planet:x", 3, "target"),
     Case("agents sessions term:nobody", 3, "no live session"),
@@ -92,6 +124,7 @@ CASES: list[Case] = [
     # -- state
     Case(f"state get '{BAD_ID}'", 3, "key"),
     Case("state get missing", 4, "missing"),
+    Case("state get k", 3, "--as", actor=None),
     Case("state set k '{bad' --expect-version 1", 3, "VALUE_JSON"),
     Case("state set k 2 --expect-version 5", 5, "version_conflict"),
     Case("state set k 2 --expect-version 0", 5, "already_exists"),
@@ -104,7 +137,9 @@ CASES: list[Case] = [
     Case(f"state set '{BAD_ID}' 1 --expect-version 0", 3, "key"),
     Case("state set k 1 --expect-version 1", 3, "--as", actor=None),
     Case("state set k 1 --expect-version 1", 3, "actor", actor=BAD_ID),
+    Case("state set k 2 --expect-version 1", 6, DENIED, actor="a5"),
     Case("state list --limit 0", 2),
+    Case("state list", 3, "actor", actor=BAD_ID),
     # -- tasks
     Case("tasks create ''", 3, "goal"),
     Case("tasks create $big_text", 3, "payload_too_large"),
@@ -115,11 +150,15 @@ CASES: list[Case] = [
     Case("tasks create goal --deadline-us -5", 3, "deadline_us"),
     Case("tasks create goal --id t-open", 5, "already_exists"),
     Case("tasks create goal", 3, "--as", actor=None),
+    Case("tasks create goal", 6, DENIED, actor="a5"),
     Case("tasks list --status bogus", 3, "bogus"),
     Case(f"tasks list --assignee '{BAD_ID}'", 3, "assignee"),
     Case("tasks list --limit 0", 2),
+    Case("tasks list", 3, "--as", actor=None),
     Case("tasks show ghost", 4, "ghost"),
     Case(f"tasks show '{BAD_ID}'", 3, "task_id"),
+    Case("tasks show t-open", 3, "--as", actor=None),
+    Case("tasks show t-secret", 6, DENIED),
     Case("tasks assign t-open ghost", 4, "ghost"),
     Case("tasks assign t-open a2", 6, "not_permitted", actor="a2"),
     Case("tasks assign t-open a2 --expect-version 9", 5, "version_conflict"),
@@ -154,7 +193,7 @@ CASES: list[Case] = [
     Case("memory list", 3, "--as", actor=None),
     Case("memory list", 3, "actor", actor=BAD_ID),
     Case("memory list --limit 0", 2),
-    Case("memory show m-priv", 6, "not_permitted", actor="a2"),
+    Case("memory show m-priv", 6, DENIED, actor="a2"),
     Case("memory show ghost", 4, "ghost"),
     Case(f"memory show '{BAD_ID}'", 3, "memory_id"),
     Case("memory propose m-priv", 6, "not_permitted", actor="a2"),
@@ -199,8 +238,12 @@ CASES: list[Case] = [
     Case("wakes cancel $wake_pending", 2),
     Case("wakes list --status bogus", 3, "bogus"),
     Case(f"wakes list --agent '{BAD_ID}'", 3, "target_agent"),
+    Case("wakes list", 3, "--as", actor=None),
+    Case("wakes enqueue a2 --cause c --key k9", 6, DENIED, actor="a5"),
     Case("wakes show ghost", 4, "ghost"),
     Case(f"wakes show '{BAD_ID}'", 3, "wake_id"),
+    Case("wakes show $wake_pending", 3, "--as", actor=None),
+    Case("wakes show $wake_pending", 6, DENIED, actor="a2"),
     # -- handoffs
     Case("handoffs create a3 ghost goal", 4, "ghost", actor="a2"),
     Case("handoffs create ghost t-claimed goal", 4, "ghost", actor="a2"),
@@ -217,37 +260,52 @@ CASES: list[Case] = [
     Case("handoffs reject $handoff --reason x", 6, "not_permitted"),
     Case("handoffs list --status bogus", 3, "bogus"),
     Case(f"handoffs list --target '{BAD_ID}'", 3, "target_agent"),
+    Case("handoffs list", 3, "--as", actor=None),
     Case("handoffs show ghost", 4, "ghost"),
     Case(f"handoffs show '{BAD_ID}'", 3, "handoff_id"),
+    Case("handoffs show $handoff", 3, "--as", actor=None),
+    Case("handoffs show $handoff", 6, DENIED, actor="a1"),
     # -- receipts
     Case(f"receipts list --agent '{BAD_ID}'", 3, "agent_id"),
     Case("receipts list --limit 0", 2),
+    Case("receipts list", 3, "--as", actor=None),
     Case("receipts show ghost", 4, "ghost"),
     Case(f"receipts show '{BAD_ID}'", 3, "receipt_id"),
+    Case("receipts show $receipt", 3, "--as", actor=None),
+    Case("receipts show $receipt", 6, DENIED, actor="a3"),
     Case("receipts for-wake $wake_pending", 4, "not_found"),
     Case(f"receipts for-wake '{BAD_ID}'", 3, "wake_id"),
+    Case("receipts for-wake $wake_done", 3, "--as", actor=None),
+    Case("receipts for-wake $wake_done", 6, DENIED, actor="a3"),
     # -- events
     Case("events tail --limit 0", 2),
     Case("events tail --after -1", 2),
     Case("events tail --limit abc", 2),
+    Case("events tail", 3, "--as", actor=None),
+    Case("events tail", 3, "actor", actor=BAD_ID),
     Case("events append 'Bad Type'", 3, "event_type"),
     Case("events append note.posted --payload '{'", 3, "--payload"),
     Case("events append note.posted --payload $big_json", 3, "payload_too_large"),
     Case("events append note.posted --payload '{\"v\": Infinity}'", 3, "--payload"),
     Case("events append note.posted", 3, "--as", actor=None),
+    Case("events append note.posted", 6, DENIED, actor="a5"),
     # -- artifacts
     Case("artifacts register $missing_file --type doc", 2),
     Case(f"artifacts register $file --type '{BAD_ID}'", 3, "artifact_type"),
     Case("artifacts register $file --type doc --task ghost", 4, "ghost"),
     Case("artifacts register $file --type doc --id art1", 5, "already_exists"),
     Case("artifacts register $file --type doc", 3, "--as", actor=None),
+    Case("artifacts register $file --type doc", 6, DENIED, actor="a5"),
     Case("artifacts version ghost $file", 4, "ghost"),
     Case("artifacts version art1 $file --expect-version 9", 5, "version_conflict"),
     Case("artifacts version art1 $file --expect-version 0", 3, "expected_version"),
     Case("artifacts version art1 $missing_file", 2),
     Case("artifacts show ghost", 4, "ghost"),
+    Case("artifacts show art1", 3, "--as", actor=None),
     Case(f"artifacts show '{BAD_ID}'", 3, "artifact_id"),
     Case("artifacts versions ghost", 4, "ghost"),
+    Case("artifacts versions art1", 3, "--as", actor=None),
+    Case("artifacts get art1", 3, "--as", actor=None),
     Case("artifacts get art1 --version 9", 4, "art1@9"),
     Case("artifacts get art1 --version 0", 3, "version"),
     Case("artifacts get ghost", 4, "ghost"),
@@ -259,7 +317,59 @@ CASES: list[Case] = [
     Case("topology set a1 a2 info --expect-version 99", 5, "version_conflict"),
     Case("topology set a1 a2 info --weight -1", 3, "weight"),
     Case("topology set a1 a2 info", 3, "--as", actor=None),
+    Case("topology set a1 a2 info", 6, DENIED, actor="a5"),
     Case("topology show --bogus", 2),
+    Case("topology show", 3, "--as", actor=None),
+    # -- allowed
+    Case("allowed bogus x", 3, "KIND"),
+    Case("allowed task", 3, "KIND"),
+    Case("allowed", 3, "--each"),
+    Case("allowed --each task", 3, "--each"),
+    Case("allowed --each task:", 3, "--each"),
+    Case("allowed --each bogus:x", 3, "--each"),
+    Case("allowed task t-open --each task:t-open", 3, "--each"),
+    Case("allowed task ghost", 4, "ghost"),
+    Case("allowed --each task:t-open --each memory:ghost", 4, "ghost"),
+    Case("allowed task t-open", 3, "--as", actor=None),
+    Case("allowed task t-open --json", 3, "actor", actor=BAD_ID),
+    Case("allowed task t-open --bogus", 2),
+    # -- invoke
+    Case("invoke task t-open", 3, "KIND"),
+    Case("invoke tool search --side-effect S9", 3, "--side-effect"),
+    Case("invoke tool search --payload '{'", 3, "--payload"),
+    Case("invoke tool search --payload $big_json", 3, "payload_too_large"),
+    Case("invoke memory ghost", 4, "ghost"),
+    Case("invoke tool search", 3, "--as", actor=None),
+    Case("invoke tool search", 6, DENIED),
+    Case("invoke tool search --side-effect S3", 6, "approval_invalid", actor=GOVERNOR),
+    Case("invoke tool search --side-effect S3 --approval ghost", 6, "no such approval", actor=GOVERNOR),
+    Case("invoke tool search --side-effect S3 --approval $approval", 6, "approval is pending", actor="a1"),
+    Case("invoke tool", 2),
+    # -- approvals
+    Case("approvals request bogus x", 3, "KIND"),
+    Case("approvals request tool search --payload '[1]'", 3, "--payload"),
+    Case("approvals request tool $big_text", 3, "object_id"),
+    Case("approvals request tool search", 3, "--as", actor=None),
+    Case("approvals approve ghost", 4, "ghost", actor=GOVERNOR),
+    Case("approvals approve $approval --ttl 0", 3, "ttl_seconds", actor=GOVERNOR),
+    Case("approvals approve $approval --ttl abc", 2, actor=GOVERNOR),
+    Case("approvals approve $approval", 3, "--as", actor=None),
+    Case("approvals approve $approval", 6, DENIED, actor="a1"),
+    Case("approvals approve $approval", 6, DENIED, actor="a2"),
+    Case("approvals show ghost", 4, "ghost"),
+    Case("approvals show $approval", 3, "--as", actor=None),
+    Case("approvals show $approval", 6, DENIED, actor="a2"),
+    # -- policy
+    Case("policy test --dir $missing_file", 2),
+    Case("policy test --dir $broken", 3, "task.yaml"),
+    Case("policy test --junit $dir", 2),
+    Case("policy reload --dir $missing_file", 2),
+    Case("policy reload --dir $broken", 3, "policy_rejected"),
+    Case("policy explain task t-open fly --principal a1", 3, "ACTION"),
+    Case("policy explain bogus x read --principal a1", 3, "KIND"),
+    Case("policy explain task t-open read", 2),
+    Case("policy explain task ghost read --principal a1", 4, "ghost"),
+    Case("policy explain task t-open read --principal ghost", 4, "ghost"),
 ]
 
 
@@ -281,17 +391,22 @@ def covered(case: Case) -> str:
     return " ".join(words[:2]) if command_tree()[words[0]] else words[0]
 
 
-def seed(directory: Path) -> dict[str, str]:
-    """A world with something of every kind; returns the generated ids the cases refer to."""
+def seed(directory: Path, pdp: Pdp) -> dict[str, str]:
+    """A world with something of every kind, under ``pdp``; returns the generated ids the cases refer to.
+
+    ``gov`` is the governor; a1, a2 (reviewer), a3 (reviewer) hold every capability the commands need;
+    a4 is attached on a1's terminal; a5 is active but holds no capability at all."""
     url = f"sqlite:///{directory / 'world.db'}"
-    w = World.from_settings(load_settings(db_url=url), ids=SeededIds(11))
-    try:
-        for agent in ("a1", "a2", "a3"):
-            w.register_agent(agent, agent.upper(), "tester", f"t-{agent}")
-            w.activate_session(f"agent:{agent}")
+    with Runtime.open(pdp.settings(url), ids=SeededIds(11)) as runtime:
+        w = runtime.world
+        w.bootstrap_governor(GOVERNOR, "Governor", f"t-{GOVERNOR}")
+        setup_agents(w, ["a1", "a2", "a3"], roles={"a2": "reviewer", "a3": "reviewer"},
+                     terms={a: f"t-{a}" for a in ("a1", "a2", "a3")})
         w.register_agent("a4", "A4", "tester", "t-a1")  # attached on a1's terminal
+        setup_agents(w, ["a5"], caps=(), terms={"a5": "t-a5"})
         w.create_task("a1", "open work", task_id="t-open")
         w.create_task("a1", "claimed work", task_id="t-claimed")
+        w.create_task(GOVERNOR, "secret work", task_id="t-secret", constraints={"sensitivity": 3})
         w.claim_task("a2", "t-claimed")
         w.compare_and_set_state("a1", "k", 0, {"v": 1})
         w.store_memory("a1", "private thought", "hypothesis", memory_id="m-priv")
@@ -303,37 +418,41 @@ def seed(directory: Path) -> dict[str, str]:
         w.promote_memory("a2", "m-shared")
         done = w.enqueue_wake("a1", "a2", "ping", "k-done").wake
         w.claim_wake("a2", agent_id="a2")
-        w.ack_wake("a2", done.wake_id, "no_action")
+        receipt = w.ack_wake("a2", done.wake_id, "no_action")
         pending = w.enqueue_wake("a1", "a3", "ping", "k-pending").wake
         handoff = w.create_handoff("a2", "a3", "t-claimed", "take over")
         w.register_artifact("a1", "doc", b"artifact one", artifact_id="art1")
         bad = w.register_artifact("a1", "doc", b"to be tampered with", artifact_id="art-bad")
         w.set_topology_edge("a1", "a1", "a2", "info")
+        approval = w.request_approval("a1", "tool", "search")
         assert w.artifact_dir is not None
         (w.artifact_dir / bad.location).write_bytes(b"tampered")
-    finally:
-        w.close()
-    return {"wake_done": done.wake_id, "wake_pending": pending.wake_id, "handoff": handoff.handoff_id}
+    return {"wake_done": done.wake_id, "wake_pending": pending.wake_id, "handoff": handoff.handoff_id,
+            "receipt": receipt.receipt_id, "approval": approval.approval_id}
+
+
+def broken_policies(directory: Path) -> Path:
+    """A copy of the repository's policies with a YAML error in ``resources/task.yaml``."""
+    target = directory / "broken-policies"
+    shutil.copytree(POLICY_DIR, target)
+    task = target / "resources" / "task.yaml"
+    task.write_text(task.read_text().replace("  rules:\n", "  rules:\n    - name: [unclosed\n", 1))
+    return target
 
 
 @pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    directory = tmp_path_factory.mktemp("seeded") / "world"
+def seeded(tmp_path_factory: pytest.TempPathFactory, pdp: Pdp) -> tuple[str, dict[str, str]]:
+    """The module's one seeded world (failures leave it as it was) and what ``$name`` placeholders expand to."""
+    root = tmp_path_factory.mktemp("seeded")
+    directory = root / "world"
     directory.mkdir()
-    return directory, seed(directory)
-
-
-@pytest.fixture
-def world_copy(template: tuple[Path, dict[str, str]], tmp_path: Path) -> tuple[str, dict[str, str]]:
-    """A private copy of the seeded world, and the values ``$name`` placeholders expand to."""
-    directory = tmp_path / "world"
-    shutil.copytree(template[0], directory)
-    (tmp_path / "content.txt").write_text("new content")
-    (tmp_path / "afile").write_text("a regular file, not a directory")
+    ids = seed(directory, pdp)
+    (root / "content.txt").write_text("new content")
+    (root / "afile").write_text("a regular file, not a directory")
     url = f"sqlite:///{directory / 'world.db'}"
-    values = {**template[1], "url": url, "big_json": BIG_JSON, "big_text": BIG_TEXT,
-              "file": str(tmp_path / "content.txt"), "missing_file": str(tmp_path / "nope.txt"),
-              "dir": str(tmp_path), "afile": str(tmp_path / "afile")}
+    values = {**ids, "url": url, "big_json": BIG_JSON, "big_text": BIG_TEXT, "file": str(root / "content.txt"),
+              "missing_file": str(root / "nope.txt"), "dir": str(root), "afile": str(root / "afile"),
+              "broken": str(broken_policies(root))}
     return url, values
 
 
@@ -343,12 +462,12 @@ def test_every_command_has_bad_input_cases() -> None:
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["human", "json"])
 @pytest.mark.parametrize("case", CASES, ids=str)
-def test_bad_input_fails_cleanly_and_changes_nothing(case: Case, as_json: bool,
-                                                     world_copy: tuple[str, dict[str, str]]) -> None:
-    url, values = world_copy
+def test_bad_input_fails_cleanly_and_changes_nothing(case: Case, as_json: bool, pdp: Pdp,
+                                                     seeded: tuple[str, dict[str, str]]) -> None:
+    url, values = seeded
     before = counts(url)
     db = Template(case.db).safe_substitute(values) if case.db else url
-    result = invoke(db, *case.args(values), actor=case.actor, as_json=as_json)
+    result = invoke(db, *case.args(values), actor=case.actor, as_json=as_json, env=pdp.env)
     assert_clean_failure(result, case.code)
     assert case.fragment in result.stderr, result.stderr
     assert result.stdout == ""
@@ -356,4 +475,10 @@ def test_bad_input_fails_cleanly_and_changes_nothing(case: Case, as_json: bool,
         error = json.loads(result.stderr)
         assert error["code"] in CODES[case.code], error
         assert error["message"]
-    assert counts(url) == before
+        if case.fragment == DENIED:
+            assert error["code"] == DENIED
+    if case.fragment == DENIED:
+        assert case.actor is not None
+        assert_one_denial(before, url, case.actor)
+    else:
+        assert counts(url) == before

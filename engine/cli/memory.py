@@ -1,6 +1,6 @@
 """``pmw memory``: scoped memory and its reviewed path to shared (shared is not true).
 
-Every command acts as ``--as``: reads show only what that agent may see by scope.
+Every command acts as ``--as``: reads show only what the policy lets that agent see.
 """
 
 from typing import Annotated

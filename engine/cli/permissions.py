@@ -64,12 +64,13 @@ def show_allowed(run: Run, decisions: list[AllowedActions], *, batch: bool) -> N
 
 def allowed(
     ctx: typer.Context,
-    kind: Annotated[str | None, typer.Argument(metavar="[KIND]", help=f"One of: {', '.join(KINDS)}.",
+    kind: Annotated[str | None, typer.Argument(metavar="KIND", help=f"One of: {', '.join(KINDS)}.",
                                                show_default=False)] = None,
-    ident: Annotated[str | None, typer.Argument(metavar="[ID]", help="The object id.", show_default=False)]
+    ident: Annotated[str | None, typer.Argument(metavar="ID", help="The object id.", show_default=False)]
     = None,
     each: Annotated[list[str] | None, typer.Option(
-        "--each", metavar="KIND:ID", help="Ask about this object too (repeatable; all in one call).")] = None,
+        "--each", metavar="KIND:ID", help="An object to ask about, instead of KIND ID (repeatable; one call for "
+                                          "all).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="The decisions as JSON (as the global --json).")] = False,
 ) -> None:
     """Every action of KIND on ID that the acting agent may or may not take (or, with --each, of many

@@ -33,7 +33,7 @@ class PolicyTestResult(Model):
 
 
 @group.command("test")
-def test(
+def run_tests(
     ctx: typer.Context,
     policy_dir: PolicyDir = None,
     junit: Annotated[Path | None, typer.Option(

@@ -86,9 +86,11 @@ def project(
     agent_id: Annotated[str, typer.Argument(metavar="AGENT_ID", help="The agent whose view to show.")],
     budget: Annotated[int, typer.Option("--budget", min=1, max=10_000, help="Items per section.")] = 200,
 ) -> None:
-    """Show the world as AGENT may see it (its tasks, state, visible memory, handoffs, rooms)."""
+    """Show the world as AGENT may see it (its tasks, state, visible memory, handoffs, rooms), as the policy
+    decides for AGENT. The view includes AGENT's private memory, so --as must be AGENT itself or a
+    governor (default: AGENT)."""
     with invocation(ctx) as run:
-        run.show(run.world.project_world(agent_id, budget=budget))
+        run.show(run.world.project_world(agent_id, budget=budget, actor=run.actor_or_none or agent_id))
 
 
 def snapshot(ctx: typer.Context) -> None:

@@ -105,12 +105,14 @@ class PdpAuthorizer:
         self.pdp = pdp
         self.read = read
 
-    def _principal(self, actor: str, task_id: str = "", *, allow_unregistered: bool = False) -> PrincipalRef:
+    def _principal(self, actor: str, task_id: str = "", *, registering: bool = False) -> PrincipalRef:
         agent = self.read.get("agents", agent_id=actor)
         if agent is None:
-            if allow_unregistered:
+            if registering:
                 return provisional_principal(actor)
             raise NotPermitted(actor, "act", "agent", actor, "not a registered agent")
+        if registering:  # an agent registering itself is decided as the attached agent it is becoming
+            agent = {**agent, "status": "attached"}
         return principal(self.read, agent, task_id=task_id)
 
     def decide(self, actor: str, checks: Sequence[Check]) -> list[Decision]:
@@ -121,7 +123,7 @@ class PdpAuthorizer:
             by_task.setdefault(c.task_id, []).append(i)
         out: list[Decision | None] = [None] * len(checks)
         for task_id, idx in by_task.items():
-            p = self._principal(actor, task_id, allow_unregistered=registering)
+            p = self._principal(actor, task_id, registering=registering)
             asked = [(resource(checks[i].kind, checks[i].id, checks[i].row, side_effect=checks[i].side_effect),
                       [checks[i].action]) for i in idx]
             for i, decision in zip(idx, self.pdp.check(p, asked), strict=True):

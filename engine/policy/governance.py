@@ -75,13 +75,14 @@ def _stamp(directory: Path, epoch: str) -> None:
 
 def deploy(source: Path, deploy_root: Path) -> Deployment:
     """Validate ``source`` (compile + all suites), copy it to ``deploy_root/<epoch>`` stamped with its epoch
-    and point ``deploy_root/current`` at it. Raises :class:`PolicyRejected`; then nothing changes."""
-    report = run_policy_tests(source)
-    if not report.ok:
-        raise PolicyRejected(str(source), report.output)
+    and point ``deploy_root/current`` at it. Raises :class:`PolicyRejected`; then nothing changes.
+    A set whose digest was deployed before was validated then: it is only made current again."""
     epoch = f"p-{policy_digest(source)[:16]}"
     target = deploy_root / epoch
     if not target.exists():
+        report = run_policy_tests(source)
+        if not report.ok:
+            raise PolicyRejected(str(source), report.output)
         deploy_root.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=deploy_root))
         shutil.copytree(source, staging, dirs_exist_ok=True)
@@ -90,7 +91,12 @@ def deploy(source: Path, deploy_root: Path) -> Deployment:
         if stamped.returncode != 0:
             shutil.rmtree(staging, ignore_errors=True)
             raise PolicyRejected(str(source), stamped.stdout + stamped.stderr)
-        staging.rename(target)
+        try:
+            staging.rename(target)
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)  # a concurrent deploy of the same set won the race
+            if not target.exists():
+                raise
     link = deploy_root / "current"
     tmp_link = deploy_root / f".current-{os.getpid()}"
     tmp_link.unlink(missing_ok=True)

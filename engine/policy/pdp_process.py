@@ -14,6 +14,7 @@ import contextlib
 import ctypes
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -129,6 +130,7 @@ class ManagedPdp:
         (a broken policy set refuses to start) or does not become healthy within ``timeout`` seconds.
         Starting again after a stop (or a crash) serves on the same loopback ports."""
         binary = cerbos_binary()
+        self._workdir.mkdir(parents=True, exist_ok=True)
         if self._ports is None:  # a restart keeps the addresses clients already hold
             self._ports = (_free_port(), _free_port())
         grpc_port, http_port = self._ports
@@ -154,7 +156,7 @@ class ManagedPdp:
         while time.monotonic() < deadline:
             if (code := self.proc.poll()) is not None:
                 tail = self.log_path.read_text(errors="replace")[-2000:]
-                self.stop()
+                self._terminate()
                 raise PolicyUnavailable(f"cerbos exited with {code}: {tail.strip()}")
             try:
                 with urllib.request.urlopen(f"{self.address.http}/_cerbos/health", timeout=0.5) as r:
@@ -163,15 +165,21 @@ class ManagedPdp:
             except (urllib.error.URLError, OSError):
                 pass
             time.sleep(0.02)
-        self.stop()
+        self._terminate()
         raise PolicyUnavailable(f"cerbos did not become healthy within {timeout} s")
 
     @property
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
 
-    def stop(self) -> None:
-        """SIGTERM by PID, SIGKILL after 5 s; idempotent."""
+    def stop(self, *, keep_files: bool = False) -> None:
+        """SIGTERM by PID, SIGKILL after 5 s; idempotent. The working directory (config with the admin
+        password hash, log) is removed unless ``keep_files`` (a restart keeps it)."""
+        self._terminate()
+        if not keep_files:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+
+    def _terminate(self) -> None:
         proc, self.proc = self.proc, None
         if proc is not None and proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):

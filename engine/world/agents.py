@@ -24,8 +24,8 @@ class RegisterAgent(Model):
     session_id: Id | None = None
     model_hint: str | None = Field(default=None, max_length=200)
     platform: Id | None = None
-    capability_profile: Payload = Field(default_factory=dict)
-    permission_profile: Payload = Field(default_factory=dict)
+    capability_profile: Payload | None = None  # None: new agents get {}, known agents keep theirs
+    permission_profile: Payload | None = None
 
 
 class Grant(Model):
@@ -55,13 +55,14 @@ class AgentCalls(WorldCore):
                        platform: str | None = None, capability_profile: dict[str, Any] | None = None,
                        permission_profile: dict[str, Any] | None = None, actor: str | None = None,
                        op_id: str | None = None, cause: Cause | None = None) -> Registration:
-        """Create the agent if new (else recover it) and attach a new session on ``term_key``.
-
-        The new session is ``attached``; :meth:`activate_session` claims the terminal's active role.
+        """Create the agent if new (else recover it, e.g. after going offline) and attach a new session on
+        ``term_key``. The new session is ``attached``; :meth:`activate_session` claims the terminal's active
+        role. Profiles given explicitly change the agent's authority (a ``grant``: governors only); left
+        out, a known agent keeps what it was granted.
         """
         req = build(RegisterAgent, agent_id=agent_id, display_name=display_name, role_id=role_id,
                     term_key=term_key, session_id=session_id, model_hint=model_hint, platform=platform,
-                    capability_profile=capability_profile or {}, permission_profile=permission_profile or {})
+                    capability_profile=capability_profile, permission_profile=permission_profile)
         return self._write("register_agent", actor or req.agent_id, req, lambda now: self._plan_register(req, now),
                            Registration, op_id=op_id, cause=cause)
 
@@ -71,9 +72,11 @@ class AgentCalls(WorldCore):
                           status=Presence.ATTACHED, model_hint=req.model_hint, started_at_us=now,
                           updated_at_us=now, version=1)
         existing = self.store.read.get("agents", agent_id=req.agent_id)
+        old = existing or {"capability_profile": {}, "permission_profile": {}}
+        caps = req.capability_profile if req.capability_profile is not None else old["capability_profile"]
+        perms = req.permission_profile if req.permission_profile is not None else old["permission_profile"]
         fields = {"display_name": req.display_name, "role_id": req.role_id, "model_hint": req.model_hint,
-                  "platform": req.platform, "capability_profile": req.capability_profile,
-                  "permission_profile": req.permission_profile}
+                  "platform": req.platform, "capability_profile": caps, "permission_profile": perms}
         changes: list[Change]
         if existing is None:
             agent = Agent(agent_id=req.agent_id, status=Presence.ATTACHED, last_seen_us=now,
@@ -89,9 +92,8 @@ class AgentCalls(WorldCore):
             event = "agent.recovered"
         changes.append(Insert("sessions", session.model_dump(mode="json"), "session", sid))
         row = agent.model_dump(mode="json")
-        checks = [Check("agent", req.agent_id, "register" if existing is None else "update", row)]
-        old = existing or {"capability_profile": {}, "permission_profile": {}}
-        if (req.capability_profile, req.permission_profile) != (old["capability_profile"], old["permission_profile"]):
+        checks = [Check("agent", req.agent_id, "register", row)]  # a (re)registration: decided as attached
+        if (caps, perms) != (old["capability_profile"], old["permission_profile"]):
             checks.append(Check("agent", req.agent_id, "grant", row))  # authority is granted, never self-taken
         return Plan(event, "agent", req.agent_id, Registration(agent=agent, session=session), changes,
                     payload={"session_id": sid, "term_key": req.term_key},

@@ -73,7 +73,8 @@ class PermissionCalls(ApprovalCalls):
         return self.allowed_actions_batch(actor, [(kind, ident)])[0]
 
     def allowed_actions_batch(self, actor: str, objects: Sequence[tuple[str, str]]) -> list[AllowedActions]:
-        """``allowed_actions`` for many objects: one PDP request per 500 objects."""
+        """``allowed_actions`` for many objects: one PDP request per principal context (objects of a task
+        delegated to ``actor`` are decided with its attenuated authority) and per 500 objects."""
         check_id("actor", actor)
         if len(objects) > 10_000:
             raise InvalidInput("objects", f"{len(objects)} objects; at most 10000 per call")

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import Field
 
+from engine.errors import NotPermitted
 from engine.models.agents import Agent
 from engine.models.common import Model
 from engine.models.handoffs import Handoff
@@ -21,6 +22,7 @@ from engine.models.memory import STABLE_SHARED, EpistemicType, Memory, MemorySta
 from engine.models.rooms import Room
 from engine.models.state import StateEntry
 from engine.models.tasks import Task
+from engine.policy.attributes import GOVERNOR_ROLE
 from engine.projection_score import Features, ProjectionWeights, top, widened_budget
 from engine.validation import check_id
 from engine.world.core import WorldCore
@@ -52,15 +54,18 @@ class WorldView(Model):
 
 class ProjectionCalls(WorldCore):
     def project_world(self, agent_id: str, *, budget: int = DEFAULT_BUDGET, task_id: str | None = None,
-                      weights: ProjectionWeights | None = None, widen: bool | None = None) -> WorldView:
+                      weights: ProjectionWeights | None = None, widen: bool | None = None,
+                      actor: str | None = None) -> WorldView:
         """What ``agent_id`` may see now, scored and cut to ``budget`` items per section (``task_id``:
-        the task it works on, for relevance; ``widen``: force or forbid widening)."""
+        the task it works on, for relevance; ``widen``: force or forbid widening). ``actor`` (default: the
+        agent itself) must be the agent or a governor: a view shows the agent's private memory."""
         check_id("agent_id", agent_id)
         budget = max(1, min(int(budget), 10_000))
         w = weights or ProjectionWeights()
         read = self.store.read
         position, now = read.last_seq(), self.clock.now_us()
         agent = self._load(Agent, "agents", "agent", agent_id, agent_id=agent_id)
+        self._may_view(actor or agent_id, agent_id)
         room_ids = read.active_rooms_of(agent_id)
         limit = budget * 2 * CANDIDATE_FACTOR
         memory = self._visible_memory(agent_id, room_ids, now, limit)
@@ -98,6 +103,14 @@ class ProjectionCalls(WorldCore):
             shared_facts=[m for m in kept_memory if m.status.value in STABLE_SHARED],
             working_memory=[m for m in kept_memory if m.status.value not in STABLE_SHARED],
             handoffs=handoffs, rooms=rooms, scores=scores)
+
+    def _may_view(self, actor: str, agent_id: str) -> None:
+        check_id("actor", actor)
+        if actor == agent_id:
+            return
+        row = self.store.read.get("agents", agent_id=actor)
+        if row is None or row["role_id"] != GOVERNOR_ROLE:
+            raise NotPermitted(actor, "view", "agent", agent_id, "only the agent itself or a governor sees its view")
 
     def _visible_memory(self, agent_id: str, room_ids: list[str], now: int, limit: int) -> list[Memory]:
         live = ("revoked", "rejected")

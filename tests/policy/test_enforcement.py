@@ -178,3 +178,19 @@ def test_an_approval_dies_with_its_policy_epoch(team: World) -> None:
                               "activated_by": "test", "source": "test"}, "policy_epoch", "p-next")]))
     with pytest.raises(Exception, match="epoch"):
         team.invoke("alice", "tool", "deploy", side_effect="S3", approval_id=approval.approval_id)
+
+
+def test_an_agents_view_is_its_own_or_a_governors(team: World) -> None:
+    secret = team.store_memory("alice", "mine", "observation")
+    with pytest.raises(NotPermitted):
+        team.project_world("alice", actor="mallory")
+    assert secret.memory_id in team.project_world("alice", actor="gov").memory_ids()
+
+
+def test_a_known_agent_keeps_its_grants_when_it_registers_again(team: World) -> None:
+    team.register_agent("alice", "Alice", "worker", "t-alice-2")  # a second terminal, no profiles given
+    assert team.compare_and_set_state("alice", "still-granted", 0, 1).version == 1
+    team.unregister_agent("agent:alice", actor="alice")
+    team.register_agent("alice", "Alice", "worker", "t-alice-3")  # an offline agent recovers itself
+    with pytest.raises(PolicyDenied):  # but cannot grant itself more
+        team.register_agent("alice", "Alice", "worker", "t-alice-4", capability_profile={"capabilities": ["x.y"]})
