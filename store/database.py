@@ -135,6 +135,25 @@ class Database:
                 if not file_sqlite:
                     raw.close()
 
+    @contextmanager
+    def read_cursor(self) -> Iterator[Any]:
+        """A read transaction on the driver's own cursor, for hot reads (one consistent view; on a SQLite
+        file this thread's own connection, on PostgreSQL a pooled one)."""
+        with self._guard():
+            file_sqlite = self.dialect == "sqlite" and not self.in_memory
+            raw = self._sqlite_writer() if file_sqlite else self.engine.raw_connection()
+            try:
+                cur = raw.cursor()
+                if self.dialect == "sqlite":
+                    cur.execute("BEGIN")
+                try:
+                    yield cur
+                finally:
+                    raw.rollback() if self.dialect != "sqlite" else cur.execute("ROLLBACK")
+            finally:
+                if not file_sqlite:
+                    raw.close()
+
     @property
     def integrity_error(self) -> type[Exception]:
         error: type[Exception] = self.engine.dialect.loaded_dbapi.IntegrityError

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -31,6 +32,11 @@ Row = dict[str, Any]
 
 def _table(name: str) -> Table:
     return TABLES[name]
+
+
+def _json(value: Any) -> Any:
+    """A JSON column as read by the driver: text on SQLite, already decoded on PostgreSQL."""
+    return json.loads(value) if isinstance(value, str | bytes) else value
 
 
 class Reader:
@@ -162,6 +168,28 @@ class Reader:
             stmt = stmt.limit(limit)
         with self._conn() as conn:
             return [dict(r) for r in conn.execute(stmt).mappings()]
+
+    def principal_inputs(self, agent_id: str) -> tuple[Row | None, list[Row], list[str]]:
+        """What a policy principal is built from, in one read on the driver cursor: the agent row, its
+        accepted handoffs (task id and authority scope) and the rooms it is an active member of."""
+        ph = "%(a)s" if self._db.dialect == "postgresql" else ":a"
+        try:
+            with self._db.read_cursor() as cur:
+                cur.execute("SELECT agent_id, role_id, status, capability_profile, permission_profile "
+                            f"FROM agents WHERE agent_id = {ph}", {"a": agent_id})
+                agent = cur.fetchone()
+                cur.execute(f"SELECT task_id, authority_scope FROM handoffs WHERE target_agent = {ph} "
+                            "AND status = 'accepted' ORDER BY handoff_id", {"a": agent_id})
+                handoffs = cur.fetchall()
+                cur.execute(f"SELECT room_id FROM room_members WHERE agent_id = {ph} AND active = "
+                            f"{'true' if self._db.dialect == 'postgresql' else '1'} ORDER BY room_id", {"a": agent_id})
+                rooms = [str(r[0]) for r in cur.fetchall()]
+        except self._db.database_error as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        row = None if agent is None else {
+            "agent_id": agent[0], "role_id": agent[1], "status": agent[2],
+            "capability_profile": _json(agent[3]), "permission_profile": _json(agent[4])}
+        return row, [{"task_id": h[0], "authority_scope": _json(h[1])} for h in handoffs], rooms
 
     def state_image(self) -> tuple[int, dict[str, list[Row]]]:
         """(last event seq, every state table's rows ordered by primary key), from one consistent read."""

@@ -28,11 +28,14 @@ def clearance_of(profile: Mapping[str, Any]) -> int:
     return value if isinstance(value, int) and 0 <= value <= 5 else 0
 
 
-def delegations(read: Reader, agent_id: str) -> dict[str, set[str] | None]:
+def delegations(read: Reader, agent_id: str, accepted: list[dict[str, Any]] | None = None
+                ) -> dict[str, set[str] | None]:
     """Tasks handed to ``agent_id`` by accepted handoffs -> the handoff's capability scope (None: no limit
     stated, which grants nothing beyond the agent's own maximum)."""
     out: dict[str, set[str] | None] = {}
-    for h in read.rows("handoffs", {"target_agent": agent_id, "status": "accepted"}):
+    rows = accepted if accepted is not None else read.rows("handoffs", {"target_agent": agent_id,
+                                                                        "status": "accepted"})
+    for h in rows:
         scope = h["authority_scope"] or {}
         caps = capabilities_of(scope) if "capabilities" in scope else None
         held = out.get(h["task_id"])
@@ -41,17 +44,20 @@ def delegations(read: Reader, agent_id: str) -> dict[str, set[str] | None]:
     return out
 
 
-def principal(read: Reader, agent: Mapping[str, Any], *, task_id: str = "") -> PrincipalRef:
-    """The PDP principal for ``agent`` (an agents row), attenuated for ``task_id`` if it was delegated."""
+def principal(read: Reader, agent: Mapping[str, Any], *, task_id: str = "",
+              accepted: list[dict[str, Any]] | None = None, rooms: list[str] | None = None) -> PrincipalRef:
+    """The PDP principal for ``agent`` (an agents row), attenuated for ``task_id`` if it was delegated
+    (``accepted`` handoffs and ``rooms``, when the caller already read them, save two reads)."""
     caps = capabilities_of(agent["capability_profile"])
-    delegated = delegations(read, agent["agent_id"])
+    delegated = delegations(read, agent["agent_id"], accepted)
     scope = delegated.get(task_id) if task_id else None
     if scope is not None:
         caps &= scope
     roles = ["agent", GOVERNOR_ROLE] if agent["role_id"] == GOVERNOR_ROLE else ["agent"]
     return PrincipalRef(id=agent["agent_id"], roles=roles, attr={
         "role": agent["role_id"], "status": agent["status"], "capabilities": sorted(caps),
-        "rooms": sorted(read.active_rooms_of(agent["agent_id"])), "delegated_tasks": sorted(delegated),
+        "rooms": sorted(rooms if rooms is not None else read.active_rooms_of(agent["agent_id"])),
+        "delegated_tasks": sorted(delegated),
         "clearance": clearance_of(agent["permission_profile"])})
 
 

@@ -106,14 +106,14 @@ class PdpAuthorizer:
         self.read = read
 
     def _principal(self, actor: str, task_id: str = "", *, registering: bool = False) -> PrincipalRef:
-        agent = self.read.get("agents", agent_id=actor)
+        agent, accepted, rooms = self.read.principal_inputs(actor)
         if agent is None:
             if registering:
                 return provisional_principal(actor)
             raise NotPermitted(actor, "act", "agent", actor, "not a registered agent")
         if registering:  # an agent registering itself is decided as the attached agent it is becoming
             agent = {**agent, "status": "attached"}
-        return principal(self.read, agent, task_id=task_id)
+        return principal(self.read, agent, task_id=task_id, accepted=accepted, rooms=rooms)
 
     def decide(self, actor: str, checks: Sequence[Check]) -> list[Decision]:
         registering = any(c.action == "register" for c in checks) and all(

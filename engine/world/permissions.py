@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import Field
 
-from engine.errors import InvalidInput
+from engine.errors import InvalidInput, NotFound
 from engine.models.common import Id, Model, Payload
 from engine.policy.enforcement import Check
 from engine.policy.model import ACTIONS, KINDS
@@ -68,6 +68,26 @@ class PermissionCalls(ApprovalCalls):
         table, key = OBJECT_TABLES[kind]
         return self._row(table, kind, ident, **{key: ident})
 
+    def _object_rows(self, objects: Sequence[tuple[str, str]]) -> list[tuple[str, str, dict[str, Any] | None]]:
+        """The rows of many objects: one IN query per kind; ``NotFound`` for the first missing one."""
+        wanted: dict[str, set[str]] = {}
+        for kind, ident in objects:
+            if kind not in KINDS:
+                raise InvalidInput("kind", f"{kind!r} is not one of: {', '.join(KINDS)}")
+            if kind in OBJECT_TABLES:
+                wanted.setdefault(kind, set()).add(ident)
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+        for kind, idents in wanted.items():
+            table, key = OBJECT_TABLES[kind]
+            for row in self.store.read.rows(table, {key: sorted(idents)}):
+                found[(kind, str(row[key]))] = row
+        out: list[tuple[str, str, dict[str, Any] | None]] = []
+        for kind, ident in objects:
+            if kind in OBJECT_TABLES and (kind, ident) not in found:
+                raise NotFound(kind, ident)
+            out.append((kind, ident, found.get((kind, ident))))
+        return out
+
     def allowed_actions(self, actor: str, kind: str, ident: str) -> AllowedActions:
         """Every action ``actor`` may or may not take on one object, in one PDP call."""
         return self.allowed_actions_batch(actor, [(kind, ident)])[0]
@@ -78,7 +98,7 @@ class PermissionCalls(ApprovalCalls):
         check_id("actor", actor)
         if len(objects) > 10_000:
             raise InvalidInput("objects", f"{len(objects)} objects; at most 10000 per call")
-        loaded = [(kind, str(ident), self._object_row(kind, str(ident))) for kind, ident in objects]
+        loaded = self._object_rows([(kind, str(ident)) for kind, ident in objects])
         decisions = self.policy.decide_actions(actor, loaded)
         return [AllowedActions(kind=d.kind, id=d.id, allowed=sorted(a for a, ok in d.actions.items() if ok),
                                denied=sorted(a for a, ok in d.actions.items() if not ok), policy_epoch=d.epoch,

@@ -1,0 +1,485 @@
+"""The one adapter to durable_rules. Nothing else in PMW imports ``durable`` (ruff bans it).
+
+The fences (``notes/durable-rules.md`` section 7), each kept here:
+
+* **Thread-less.** :class:`_QuietHost` overrides ``Host._run``: no dispatcher or timer threads, so no
+  activation is ever run (or stolen) by a background thread; every action runs inside the caller's call.
+  A :class:`DurableHost` is owned by one thread (the controller serialises calls with a lock).
+* **One host per controller, per test, per reload.** Nothing uses ``durable.lang``'s process-global host.
+* **sid = world id.** Worlds are checked for 32-bit sid-hash collisions and capped at
+  :data:`MAX_WORLDS` per host.
+* **Explicit fact ids.** Every fact has an ``id``; the host mirrors each world's facts and their 32-bit
+  id hashes, so a new id that would collide with a live one raises :class:`FactIdCollision` before the
+  engine is touched (and an engine "already observed" for an id the mirror lacks is reported the same
+  way). Transient ids (events, wake candidates) are salted (``~n``) instead.
+* **Logical time.** No engine timers; time arrives in the facts.
+* **Exceptions re-raised.** Actions run in a wrapper that records the first exception (later actions of
+  the same call are skipped) and the call raises it after the engine returns, as :class:`ActionFailed`
+  (or the controller error itself). The engine's ``state['exception']`` is never used.
+* **Never ``delete_state``.** Worlds are forgotten by dropping the whole host. A failed call leaves the
+  engine's state unknown: the host marks itself :attr:`DurableHost.poisoned` and its owner rebuilds a new
+  host from the (restored) mirror.
+* **Rebuild without firing.** :meth:`DurableHost.load` replays facts through
+  ``complete_get_idle_state`` into a world this host has never seen: joins and negations are primed and
+  no action runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import heapq
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from durable import engine as durable_engine  # type: ignore[import-untyped]
+from durable.engine import (  # type: ignore[import-untyped]
+    MessageNotHandledException,
+    MessageObservedException,
+)
+
+from engine.controller.actions import Activation, Handler, Params
+from engine.controller.decisions import AnyDecision
+from engine.controller.errors import (
+    ActionFailed,
+    ControllerError,
+    EngineFailure,
+    FactIdCollision,
+    RuleFileError,
+    WorldIdCollision,
+)
+from engine.controller.facts import EXPIRING_KINDS, TRANSIENT_KINDS, Fact, fact_hash
+
+MAX_WORLDS = 1000  # durable_rules allows 1024 sids per ruleset; the 1025th raises MemoryError
+_cached_hash = lru_cache(maxsize=65536)(fact_hash)
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A rule's action, bound by name: the pure handler and its validated parameters."""
+
+    rule: str
+    action: str
+    handler: Handler
+    params: Params
+    file: str
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """A rule set compiled from data: durable_rules' JSON definition (rule -> ``{pri, all, run}``, ``run``
+    being the rule's own name) and the action bound to each rule."""
+
+    name: str
+    definition: Mapping[str, Mapping[str, Any]]
+    bindings: Mapping[str, Binding]
+    source: str = "rules"
+    digest: str = ""  # sha256 over the rule files (names and bytes): which rules decided
+
+
+@dataclass(frozen=True)
+class FactChanges:
+    """The net change a call made to a world's stored facts (transient facts excluded)."""
+
+    upserted: tuple[Fact, ...] = ()
+    retracted: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CallResult:
+    decisions: tuple[AnyDecision, ...]
+    changes: FactChanges
+
+
+@dataclass
+class _World:
+    facts: dict[str, Fact] = field(default_factory=dict)
+    hashes: dict[int, str] = field(default_factory=dict)
+    expiry: list[tuple[int, str]] = field(default_factory=list)
+
+
+@dataclass
+class _Call:
+    world: str
+    position: int
+    now: int
+    memory: _World
+    decisions: list[AnyDecision] = field(default_factory=list)
+    journal: list[tuple[str, Fact | None]] = field(default_factory=list)
+    pending: dict[str, str] = field(default_factory=dict)  # posted transient id -> posting rule
+    error: BaseException | None = None
+    failed: Binding | None = None
+
+
+class _QuietHost(durable_engine.Host):  # type: ignore[misc]
+    """A durable_rules Host without its two polling threads; actions resolve through ``resolve``."""
+
+    def __init__(self, resolve: Callable[[str], Callable[[Any], None]]) -> None:
+        self._resolve = resolve
+        super().__init__()
+
+    def _run(self) -> None:
+        """No dispatcher/timer threads: the owner thread runs every action inside its own call."""
+
+    def get_action(self, action_name: str) -> Callable[[Any], None]:
+        return self._resolve(action_name)
+
+
+class DurableHost:
+    """One compiled rule set in one thread-less durable_rules Host, with per-world fact mirrors.
+
+    Not thread-safe: one owner thread (or a lock around every call)."""
+
+    def __init__(self, ruleset: RuleSet) -> None:
+        self.ruleset = ruleset
+        self.poisoned = False
+        self.stray_activations = 0
+        self._closed = False
+        self._worlds: dict[str, _World] = {}
+        self._sids: dict[int, str] = {}
+        self._call: _Call | None = None
+        self._engine = self._compile(ruleset)
+
+    # -- compile ------------------------------------------------------------------------------------------
+
+    def _compile(self, ruleset: RuleSet) -> Any:
+        host = _QuietHost(self._action_for)
+        try:
+            host.register_rulesets({ruleset.name: copy.deepcopy(dict(ruleset.definition))})
+        except Exception as exc:
+            raise _blame(ruleset, exc) from exc
+        return host
+
+    def _action_for(self, rule: str) -> Callable[[Any], None]:
+        binding = self.ruleset.bindings[rule]
+
+        def run(c: Any) -> None:  # one positional parameter: durable_rules treats it as a sync action
+            self._fire(binding, c)
+        return run
+
+    # -- public calls -------------------------------------------------------------------------------------
+
+    def load(self, world: str, facts: Iterable[Fact]) -> None:
+        """Replay ``facts`` into ``world`` without running any action (joins and negations are primed).
+        Only for a world this host has not seen: reloading an existing world would need
+        ``delete_state``, which crashes."""
+        self._check_open("load")
+        if world in self._worlds:
+            raise EngineFailure("load", f"world {world!r} already has state in this host; use a new host")
+        memory = self._memory(world)
+        for fact in facts:
+            self._remember(world, memory, dict(fact))
+        # the world's state message comes first: without it durable_rules reads uninitialised memory
+        # (get_state on a world loaded from an empty list returns garbage or segfaults)
+        state = {"sid": world, "id": _state_id(world), "$s": 1}
+        body = ",".join(["4," + json.dumps(state, ensure_ascii=False)] + [
+            "1," + json.dumps({**f, "sid": world}, ensure_ascii=False) for f in memory.facts.values()])
+        self._engine_call("load", self._engine.complete_get_idle_state, self.ruleset.name, world, f"[{body}]")
+
+    def execute(self, world: str, position: int, now: int, *, retracts: Sequence[str] = (),
+                upserts: Sequence[Fact] = (), event: Fact | None = None) -> CallResult:
+        """Retract, upsert, then assert ``event`` as a transient fact (retracted again at the end), running
+        every action that fires. Returns the decisions in firing order and the net fact changes.
+        On any error the world's mirror is restored, the host is :attr:`poisoned` and the error raised."""
+        self._check_open("execute")
+        memory = self._memory(world)
+        call = _Call(world, position, now, memory)
+        self._call = call
+        try:
+            self._run_call(call, retracts, upserts, event)
+        except BaseException:
+            self._undo(call)
+            self.poisoned = True
+            raise
+        finally:
+            self._call = None
+        return CallResult(tuple(call.decisions), _net_changes(call))
+
+    def facts(self, world: str) -> list[Fact]:
+        """The world's stored facts (the mirror: everything asserted, whether or not a rule uses it)."""
+        memory = self._worlds.get(world)
+        return [dict(f) for f in memory.facts.values()] if memory else []
+
+    def expired(self, world: str, now: int) -> list[str]:
+        """Ids of controller facts whose ``until`` is at or before ``now`` (to retract: they no longer
+        match any rule that compares ``until``)."""
+        memory = self._worlds.get(world)
+        due: list[str] = []
+        while memory and memory.expiry and memory.expiry[0][0] <= now:
+            until, fid = heapq.heappop(memory.expiry)
+            if memory.facts.get(fid, {}).get("until") == until:
+                due.append(fid)
+        return due
+
+    def close(self) -> None:
+        """Free the compiled network (the per-world state pools are not freed by durable_rules)."""
+        if self._closed:
+            return
+        self._closed = True
+        for rs in list(self._engine._ruleset_list):
+            durable_engine.durable_rules_engine.delete_ruleset(rs._handle)
+
+    # -- the call -----------------------------------------------------------------------------------------
+
+    def _run_call(self, call: _Call, retracts: Sequence[str], upserts: Sequence[Fact],
+                  event: Fact | None) -> None:
+        ops = _HostOps(self)
+        for fid in retracts:
+            self._retract(call, fid, ops)
+            self._raise_failure(call)
+        for fact in upserts:
+            self._upsert(call, fact, ops)
+            self._raise_failure(call)
+        if event is not None:
+            self._assert_transient(call, event, ops)
+            self._raise_failure(call)
+        if call.pending:
+            fid, rule = next(iter(call.pending.items()))
+            binding = self.ruleset.bindings[rule]
+            raise ActionFailed(rule, binding.action, f"posted {fid!r}, which no rule consumed (the storm "
+                                                     "rules must decide every wake candidate)")
+
+    def _raise_failure(self, call: _Call) -> None:
+        if call.error is None:
+            return
+        error, binding = call.error, call.failed
+        if isinstance(error, ControllerError) or not isinstance(error, Exception) or binding is None:
+            raise error
+        raise ActionFailed(binding.rule, binding.action, f"{type(error).__name__}: {error}") from error
+
+    def _fire(self, binding: Binding, c: Any) -> None:
+        call = self._call
+        if call is None:
+            self.stray_activations += 1  # cannot happen thread-less; counted, never silent
+            return
+        if call.error is not None:
+            return
+        try:
+            matched: dict[str, dict[str, Any]] = c._m
+            for fact in matched.values():
+                call.pending.pop(fact.get("id", ""), None)
+            act = Activation(call.world, call.position, call.now, binding.rule, matched)
+            effect = binding.handler(act, binding.params)
+            ops = _ActionOps(c)
+            for fid in effect.retracts:
+                self._retract(call, fid, ops)
+            for fact in effect.upserts:
+                self._upsert(call, fact, ops)
+            call.decisions.extend(effect.decisions)
+            for posted in effect.posts:
+                self._post(call, binding, posted, ops)
+        except BaseException as exc:  # noqa: BLE001 -- recorded here, re-raised by the caller after the engine returns
+            call.error, call.failed = exc, binding
+
+    # -- fact operations ------------------------------------------------------------------------------------
+
+    def _retract(self, call: _Call, fid: str, ops: _Ops) -> None:
+        memory = call.memory
+        before = memory.facts.get(fid)
+        if before is None:
+            return
+        call.journal.append((fid, before))
+        del memory.facts[fid]
+        memory.hashes.pop(_cached_hash(fid), None)
+        self._engine_call("retract", ops.retract, {"id": fid, "sid": call.world})
+
+    def _upsert(self, call: _Call, fact: Fact, ops: _Ops) -> None:
+        fid = fact["id"]
+        memory = call.memory
+        before = memory.facts.get(fid)
+        if before == fact:
+            return
+        if before is not None:
+            self._engine_call("retract", ops.retract, {"id": fid, "sid": call.world})
+        call.journal.append((fid, before))
+        self._remember(call.world, memory, fact)
+        self._assert(call, fact, ops)
+
+    def _assert(self, call: _Call, fact: Fact, ops: _Ops) -> None:
+        try:
+            ops.assert_fact({**fact, "sid": call.world})
+        except MessageNotHandledException:
+            pass  # no rule tests this kind: the engine keeps nothing, the mirror keeps it
+        except MessageObservedException as exc:
+            raise FactIdCollision(call.world, fact["id"], None) from exc
+        except ControllerError:
+            raise
+        except Exception as exc:
+            raise EngineFailure("assert", str(exc)) from exc
+
+    def _assert_transient(self, call: _Call, event: Fact, ops: _Ops) -> None:
+        fact = {**event, "id": self._free_id(call, event["id"])}
+        call.journal.append((fact["id"], None))
+        self._remember(call.world, call.memory, fact)
+        self._assert(call, fact, ops)
+        self._raise_failure(call)
+        self._retract(call, fact["id"], ops)
+
+    def _post(self, call: _Call, binding: Binding, event: Fact, ops: _ActionOps) -> None:
+        fid = self._free_id(call, event["id"])
+        call.pending[fid] = binding.rule
+        try:
+            ops.post({**event, "id": fid, "sid": call.world})
+        except MessageNotHandledException as exc:
+            raise ActionFailed(binding.rule, binding.action,
+                               f"posted {fid!r} ({event.get('kind')}), which no rule matches") from exc
+        except MessageObservedException as exc:
+            raise FactIdCollision(call.world, fid, None) from exc
+
+    def _free_id(self, call: _Call, base: str) -> str:
+        """``base``, or ``base~n`` for the first n whose hash collides with no live or pending id."""
+        taken = call.memory.hashes
+        pending = {_cached_hash(p) for p in call.pending}
+        candidate, n = base, 0
+        while ((h := _cached_hash(candidate)) in taken and taken[h] != candidate) or h in pending:
+            n += 1
+            candidate = f"{base}~{n}"
+        return candidate
+
+    def _remember(self, world: str, memory: _World, fact: Fact) -> None:
+        fid = fact.get("id")
+        if not isinstance(fid, str) or not fid:
+            raise EngineFailure("assert", f"a fact without a string id: {fact!r}")
+        h = _cached_hash(fid)
+        other = memory.hashes.get(h)
+        if other is not None and (other != fid or fid == _state_id(world)):
+            raise FactIdCollision(world, fid, other)
+        memory.facts[fid] = fact
+        memory.hashes[h] = fid
+        until = fact.get("until")
+        if fact.get("kind") in EXPIRING_KINDS and isinstance(until, int):
+            heapq.heappush(memory.expiry, (until, fid))
+
+    def _undo(self, call: _Call) -> None:
+        memory = call.memory
+        for fid, before in reversed(call.journal):
+            h = _cached_hash(fid)
+            if before is None:
+                memory.facts.pop(fid, None)
+                if memory.hashes.get(h) == fid:
+                    del memory.hashes[h]
+            else:
+                memory.facts[fid] = before
+                memory.hashes[h] = fid
+
+    # -- worlds and engine calls ------------------------------------------------------------------------------
+
+    def _memory(self, world: str) -> _World:
+        memory = self._worlds.get(world)
+        if memory is not None:
+            return memory
+        h = _cached_hash(world)
+        other = self._sids.get(h)
+        if other is not None:
+            raise WorldIdCollision(world, other)
+        if len(self._worlds) >= MAX_WORLDS:
+            raise EngineFailure("assert", f"more than {MAX_WORLDS} worlds in one host: shard the worlds")
+        self._sids[h] = world
+        memory = self._worlds[world] = _World()
+        memory.hashes[_cached_hash(_state_id(world))] = _state_id(world)  # the engine stores the state too
+        return memory
+
+    def _engine_call(self, operation: str, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except ControllerError:
+            raise
+        except (MessageNotHandledException, MessageObservedException) as exc:
+            raise EngineFailure(operation, type(exc).__name__) from exc
+        except Exception as exc:
+            raise EngineFailure(operation, str(exc)) from exc
+
+    def _check_open(self, operation: str) -> None:
+        if self._closed:
+            raise EngineFailure(operation, "the host is closed")
+        if self.poisoned:
+            raise EngineFailure(operation, "a previous call failed; rebuild a new host from the facts")
+
+
+class _Ops:
+    def assert_fact(self, fact: Fact) -> None:
+        raise NotImplementedError
+
+    def retract(self, fact: Fact) -> None:
+        raise NotImplementedError
+
+
+class _HostOps(_Ops):
+    """Engine calls from outside any action (they run the resulting actions before returning)."""
+
+    def __init__(self, host: DurableHost) -> None:
+        self._engine = host._engine
+        self._name = host.ruleset.name
+
+    def assert_fact(self, fact: Fact) -> None:
+        self._engine.assert_fact(self._name, fact)
+
+    def retract(self, fact: Fact) -> None:
+        self._engine.retract_fact(self._name, fact)
+
+
+class _ActionOps(_Ops):
+    """Engine calls from inside an action (queued activations run after the action completes)."""
+
+    def __init__(self, closure: Any) -> None:
+        self._c = closure
+
+    def assert_fact(self, fact: Fact) -> None:
+        self._c.assert_fact(fact)
+
+    def retract(self, fact: Fact) -> None:
+        self._c.retract_fact(fact)
+
+    def post(self, event: Fact) -> None:
+        self._c.post(event)
+
+
+def _state_id(world: str) -> str:
+    """The id durable_rules gives a world's state message (it shares the id hash space with facts)."""
+    return f"sid-{world}"
+
+
+def _net_changes(call: _Call) -> FactChanges:
+    initial: dict[str, Fact | None] = {}
+    for fid, before in call.journal:
+        initial.setdefault(fid, before)
+    upserted: list[Fact] = []
+    retracted: list[str] = []
+    for fid, before in initial.items():
+        after = call.memory.facts.get(fid)
+        if after == before or (after or before or {}).get("kind") in TRANSIENT_KINDS:
+            continue
+        if after is None:
+            retracted.append(fid)
+        else:
+            upserted.append(dict(after))
+    return FactChanges(tuple(upserted), tuple(retracted))
+
+
+def _blame(ruleset: RuleSet, exc: Exception) -> RuleFileError:
+    """The rule durable_rules refuses to compile (each rule compiled alone), as a RuleFileError."""
+    for name, rule in ruleset.definition.items():
+        probe = _QuietHost(lambda _name: _noop)
+        try:
+            probe.register_rulesets({f"{ruleset.name}_probe": {name: copy.deepcopy(dict(rule))}})
+        except Exception as alone:  # noqa: BLE001 -- any compile failure blames this rule
+            binding = ruleset.bindings.get(name)
+            file = binding.file if binding else ruleset.source
+            line = binding.line if binding else None
+            return RuleFileError(file, f"durable_rules cannot compile the rule: {alone}", line=line,
+                                 rule=name.rpartition("/")[2])
+        else:
+            for rs in probe._ruleset_list:
+                durable_engine.durable_rules_engine.delete_ruleset(rs._handle)
+    return RuleFileError(ruleset.source, f"durable_rules cannot compile the rule set "
+                                         f"({len(ruleset.definition)} rules): {exc}")
+
+
+def _noop(c: Any) -> None:
+    """Placeholder action for compile probes."""
+
+
+__all__ = ["MAX_WORLDS", "Binding", "CallResult", "DurableHost", "FactChanges", "RuleSet"]
