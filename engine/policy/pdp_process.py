@@ -24,6 +24,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import bcrypt
 
@@ -55,6 +56,19 @@ _PRCTL = ctypes.CDLL(None, use_errno=True).prctl  # bound in the parent: the chi
 def _die_with_parent() -> None:
     """Runs in the child between fork and exec: the kernel SIGKILLs it when the runtime dies."""
     _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _launch(argv: list[str], log: Any) -> subprocess.Popen[bytes]:
+    """Start the server so that it dies with this process. ``setpriv --pdeathsig`` (util-linux) sets the
+    parent-death signal and execs, and Python can then spawn without running fork handlers: a plain fork
+    in a process with live gRPC channels runs gRPC's atfork handlers, which can abort the child. Without
+    setpriv, a minimal ``preexec_fn`` sets the same signal."""
+    common: dict[str, Any] = {"stdout": log, "stderr": subprocess.STDOUT, "stdin": subprocess.DEVNULL,
+                              "process_group": 0, "env": {**os.environ, "CERBOS_NO_TELEMETRY": "1"}}
+    setpriv = shutil.which("setpriv")
+    if setpriv is not None:
+        return subprocess.Popen([setpriv, "--pdeathsig", "KILL", "--", *argv], **common)
+    return subprocess.Popen(argv, preexec_fn=_die_with_parent, **common)  # noqa: PLW1509
 
 
 @dataclass(frozen=True)
@@ -138,11 +152,8 @@ class ManagedPdp:
         config = self._write_config(grpc_port, http_port, password)
         log = self.log_path.open("ab")
         try:
-            self.proc = subprocess.Popen(
-                [str(binary), "server", f"--config={config}", "--log-level=warn", "--debug-listen-addr="],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, process_group=0,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - async-signal-safe: one prctl call
-                env={**os.environ, "CERBOS_NO_TELEMETRY": "1"})
+            self.proc = _launch([str(binary), "server", f"--config={config}", "--log-level=warn",
+                                 "--debug-listen-addr="], log)
         finally:
             log.close()
         self.address = PdpAddress(grpc=f"127.0.0.1:{grpc_port}", http=f"http://127.0.0.1:{http_port}",
