@@ -40,13 +40,19 @@ PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_.]*)\}")
 
 @dataclass(frozen=True, slots=True)
 class Activation:
-    """One firing of a rule: the matched facts by alias, in the world and at the event position."""
+    """One firing of a rule: the matched facts by alias, in the world and at the event position.
+    ``index`` is the index the first decision of this firing will have among the event's decisions."""
 
     world: str
     position: int
     now: int
     rule: str
     facts: Mapping[str, Mapping[str, Any]]
+    index: int = 0
+
+    def origin(self, offset: int = 0) -> dict[str, Any]:
+        """The fields every decision of this firing carries (``offset``: for a second decision)."""
+        return {"world": self.world, "position": self.position, "rule": self.rule, "index": self.index + offset}
 
     def value(self, ref: str) -> Any:
         """The value of ``alias.field`` in this match (``None`` if the fact lacks the field)."""
@@ -100,9 +106,10 @@ class ActionSpec:
 # -- fact builders (controller facts) -------------------------------------------------------------------
 
 def wake_candidate(act: Activation, event: Mapping[str, Any], target: str, cause: str) -> Fact:
-    """A proposed wake of ``target`` caused by ``event``; its ``key`` is the wake's idempotency key."""
+    """A proposed wake of ``target`` caused by ``event``; its ``key`` is the wake's idempotency key.
+    (The host makes the id unique within the call.)"""
     return {
-        "id": f"wc:{act.position}:{act.rule}:{target}", "kind": "wake_candidate",
+        "id": f"wc:{act.position}", "kind": "wake_candidate",
         "key": f"ctl:{act.world}:{act.position}:{target}", "seq": act.position, "target": target,
         "cause": cause, "source": event["actor"], "chain": event["chain"], "depth": event["depth"],
         "origin": event["origin"], "now": act.now, "age": act.now - event["origin"], "rule": act.rule,
@@ -152,7 +159,7 @@ def suppress_wake(act: Activation, p: SuppressWake) -> Effect:
     """Decide not to wake the candidate's target, with the guard's reason and the rendered detail."""
     w = act.facts[p.wake]
     return Effect(decisions=(Suppress(
-        world=act.world, position=act.position, rule=act.rule, agent=w["target"], reason=p.reason,
+        **act.origin(), agent=w["target"], reason=p.reason,
         detail=act.render(p.detail) or p.reason.value, idempotency_key=w["key"], depth=w["depth"],
         chain=w["chain"], cause=w["cause"]),))
 
@@ -176,7 +183,7 @@ def allow_wake(act: Activation, p: AllowWake) -> Effect:
     if p.cooldown_us:
         upserts.append(cooldown_fact(target, now + p.cooldown_us))
     decision = WakeTarget(
-        world=act.world, position=act.position, rule=act.rule, agent=target, cause=w["cause"],
+        **act.origin(), agent=target, cause=w["cause"],
         idempotency_key=w["key"], depth=w["depth"], chain=w["chain"], origin_us=w["origin"],
         source=w["source"])
     return Effect(decisions=(decision,), upserts=tuple(upserts))
@@ -194,7 +201,7 @@ def propose_topology(act: Activation, p: ProposeTopology) -> Effect:
     """Propose isolating the named agents, or sharing between them."""
     agents = tuple(dict.fromkeys(str(act.value(ref)) for ref in p.agents))
     return Effect(decisions=(TopologyProposal(
-        world=act.world, position=act.position, rule=act.rule, op=TopologyOp(p.op), agents=agents,
+        **act.origin(), op=TopologyOp(p.op), agents=agents,
         reason=act.render(p.reason)),))
 
 
@@ -213,7 +220,7 @@ def contest_claims(act: Activation, p: ContestClaims) -> Effect:
     contest = {"id": f"contest:{term}", "kind": "contest", "key": term, "a": a, "b": b, "status": "open",
                "needs_decision": p.needs_decision}
     return Effect(decisions=(Contest(
-        world=act.world, position=act.position, rule=act.rule, term=term,
+        **act.origin(), term=term,
         claims=tuple(str(act.value(ref)) for ref in p.claims), agents=tuple(dict.fromkeys((a, b))),
         reason=act.render(p.reason)),), upserts=(contest,))
 
@@ -231,7 +238,7 @@ def open_conflict_room(act: Activation, p: OpenConflictRoom) -> Effect:
     fact = {"id": f"conflict_room:{c['key']}", "kind": "conflict_room", "key": c["key"], "room": room,
             "a": c["a"], "b": c["b"]}
     return Effect(decisions=(TopologyProposal(
-        world=act.world, position=act.position, rule=act.rule, op=TopologyOp.JOIN,
+        **act.origin(), op=TopologyOp.JOIN,
         agents=tuple(dict.fromkeys((c["a"], c["b"]))), room=room, reason=act.render(p.reason)),),
         upserts=(fact,))
 
@@ -246,7 +253,7 @@ def close_conflict_room(act: Activation, p: CloseConflictRoom) -> Effect:
     (the contest first, so no rule sees an open contest without its room)."""
     r = act.facts[p.room]
     return Effect(decisions=(TopologyProposal(
-        world=act.world, position=act.position, rule=act.rule, op=TopologyOp.LEAVE,
+        **act.origin(), op=TopologyOp.LEAVE,
         agents=tuple(dict.fromkeys((r["a"], r["b"]))), room=r["room"], close=True,
         reason=act.render(p.reason)),), retracts=(f"contest:{r['key']}", f"conflict_room:{r['key']}"))
 
@@ -263,7 +270,7 @@ def route_review(act: Activation, p: RouteToReviewer) -> Effect:
     """Route a memory candidate to a reviewer and propose waking the reviewer."""
     memory, reviewer = str(act.value(p.memory)), str(act.value(p.reviewer))
     event = act.facts[p.event]
-    decision = RouteReview(world=act.world, position=act.position, rule=act.rule, memory=memory,
+    decision = RouteReview(**act.origin(), memory=memory,
                            reviewer=reviewer)
     if not p.wake or reviewer == event["actor"]:
         return Effect(decisions=(decision,))
@@ -278,7 +285,7 @@ class RefreshContext(Params):
 def force_refresh(act: Activation, p: RefreshContext) -> Effect:
     """The agent must refresh its context before acting."""
     return Effect(decisions=(ForceRefresh(
-        world=act.world, position=act.position, rule=act.rule, agent=str(act.value(p.agent)),
+        **act.origin(), agent=str(act.value(p.agent)),
         reason=act.render(p.reason)),))
 
 

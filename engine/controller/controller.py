@@ -131,8 +131,7 @@ class Controller:
                 raise StaleEvent(self.world, observed.seq, self._position)
             result = self._execute(host, observed.seq, observed.created_at_us, retracts, checked, fact)
             self._position = observed.seq
-        decisions = tuple(d.model_copy(update={"index": i}) for i, d in enumerate(result.decisions))
-        return Step(self.world, observed.seq, decisions, result.changes)
+        return Step(self.world, observed.seq, result.decisions, result.changes)
 
     def shadow(self, events: Iterable[Mapping[str, Any] | Observation], other_rule_dir: Path | str, *,
                facts: Iterable[Mapping[str, Any]] = ()) -> list[ShadowDiff]:

@@ -13,9 +13,11 @@ The fences (``notes/durable-rules.md`` section 7), each kept here:
   engine is touched (and an engine "already observed" for an id the mirror lacks is reported the same
   way). Transient ids (events, wake candidates) are salted (``~n``) instead.
 * **Logical time.** No engine timers; time arrives in the facts.
-* **Exceptions re-raised.** Actions run in a wrapper that records the first exception (later actions of
-  the same call are skipped) and the call raises it after the engine returns, as :class:`ActionFailed`
-  (or the controller error itself). The engine's ``state['exception']`` is never used.
+* **Exceptions re-raised.** Activations are run by :class:`_Network` (durable's C core driven the way its
+  own ``Host`` does, minus the per-action ``Closure``/``Promise`` machinery that swallows exceptions into
+  ``state['exception']``). The first exception of a call is recorded, later activations of the call are
+  skipped, and the call raises it after the engine returns, as :class:`ActionFailed` (or the controller
+  error itself).
 * **Never ``delete_state``.** Worlds are forgotten by dropping the whole host. A failed call leaves the
   engine's state unknown: the host marks itself :attr:`DurableHost.poisoned` and its owner rebuilds a new
   host from the (restored) mirror.
@@ -35,10 +37,6 @@ from functools import lru_cache
 from typing import Any
 
 from durable import engine as durable_engine  # type: ignore[import-untyped]
-from durable.engine import (  # type: ignore[import-untyped]
-    MessageNotHandledException,
-    MessageObservedException,
-)
 
 from engine.controller.actions import Activation, Handler, Params
 from engine.controller.decisions import AnyDecision
@@ -52,6 +50,8 @@ from engine.controller.errors import (
 )
 from engine.controller.facts import EXPIRING_KINDS, TRANSIENT_KINDS, Fact, fact_hash
 
+_dre = durable_engine.durable_rules_engine  # the C core
+_NOT_HANDLED, _OBSERVED, _QUEUED = 1, 2, 3  # result codes of its assert/retract calls
 MAX_WORLDS = 1000  # durable_rules allows 1024 sids per ruleset; the 1025th raises MemoryError
 _cached_hash = lru_cache(maxsize=65536)(fact_hash)
 
@@ -110,22 +110,21 @@ class _Call:
     decisions: list[AnyDecision] = field(default_factory=list)
     journal: list[tuple[str, Fact | None]] = field(default_factory=list)
     pending: dict[str, str] = field(default_factory=dict)  # posted transient id -> posting rule
+    posted: int = 0
     error: BaseException | None = None
     failed: Binding | None = None
 
 
 class _QuietHost(durable_engine.Host):  # type: ignore[misc]
-    """A durable_rules Host without its two polling threads; actions resolve through ``resolve``."""
-
-    def __init__(self, resolve: Callable[[str], Callable[[Any], None]]) -> None:
-        self._resolve = resolve
-        super().__init__()
+    """A durable_rules Host without its two polling threads. It only compiles the rule set and replays
+    stored facts; activations are run by :class:`_Network` (each rule's ``run`` names the rule, and the
+    placeholder resolved here is never called)."""
 
     def _run(self) -> None:
         """No dispatcher/timer threads: the owner thread runs every action inside its own call."""
 
     def get_action(self, action_name: str) -> Callable[[Any], None]:
-        return self._resolve(action_name)
+        return _noop
 
 
 class DurableHost:
@@ -142,23 +141,18 @@ class DurableHost:
         self._sids: dict[int, str] = {}
         self._call: _Call | None = None
         self._engine = self._compile(ruleset)
+        self._network = _Network(self._engine._ruleset_directory[ruleset.name]._handle, self._fire)
 
     # -- compile ------------------------------------------------------------------------------------------
 
-    def _compile(self, ruleset: RuleSet) -> Any:
-        host = _QuietHost(self._action_for)
+    @staticmethod
+    def _compile(ruleset: RuleSet) -> Any:
+        host = _QuietHost()
         try:
             host.register_rulesets({ruleset.name: copy.deepcopy(dict(ruleset.definition))})
         except Exception as exc:
             raise _blame(ruleset, exc) from exc
         return host
-
-    def _action_for(self, rule: str) -> Callable[[Any], None]:
-        binding = self.ruleset.bindings[rule]
-
-        def run(c: Any) -> None:  # one positional parameter: durable_rules treats it as a sync action
-            self._fire(binding, c)
-        return run
 
     # -- public calls -------------------------------------------------------------------------------------
 
@@ -177,7 +171,10 @@ class DurableHost:
         state = {"sid": world, "id": _state_id(world), "$s": 1}
         body = ",".join(["4," + json.dumps(state, ensure_ascii=False)] + [
             "1," + json.dumps({**f, "sid": world}, ensure_ascii=False) for f in memory.facts.values()])
-        self._engine_call("load", self._engine.complete_get_idle_state, self.ruleset.name, world, f"[{body}]")
+        try:
+            self._engine.complete_get_idle_state(self.ruleset.name, world, f"[{body}]")
+        except Exception as exc:
+            raise EngineFailure("load", str(exc)) from exc
 
     def execute(self, world: str, position: int, now: int, *, retracts: Sequence[str] = (),
                 upserts: Sequence[Fact] = (), event: Fact | None = None) -> CallResult:
@@ -220,21 +217,20 @@ class DurableHost:
             return
         self._closed = True
         for rs in list(self._engine._ruleset_list):
-            durable_engine.durable_rules_engine.delete_ruleset(rs._handle)
+            _dre.delete_ruleset(rs._handle)
 
     # -- the call -----------------------------------------------------------------------------------------
 
     def _run_call(self, call: _Call, retracts: Sequence[str], upserts: Sequence[Fact],
                   event: Fact | None) -> None:
-        ops = _HostOps(self)
         for fid in retracts:
-            self._retract(call, fid, ops)
+            self._retract(call, fid, dispatch=True)
             self._raise_failure(call)
         for fact in upserts:
-            self._upsert(call, fact, ops)
+            self._upsert(call, fact, dispatch=True)
             self._raise_failure(call)
         if event is not None:
-            self._assert_transient(call, event, ops)
+            self._assert_transient(call, event)
             self._raise_failure(call)
         if call.pending:
             fid, rule = next(iter(call.pending.items()))
@@ -250,33 +246,35 @@ class DurableHost:
             raise error
         raise ActionFailed(binding.rule, binding.action, f"{type(error).__name__}: {error}") from error
 
-    def _fire(self, binding: Binding, c: Any) -> None:
+    def _fire(self, rule: str, matched: dict[str, dict[str, Any]]) -> None:
+        """Run one activation (called by the network's dispatch loop, inside the caller's call)."""
         call = self._call
         if call is None:
             self.stray_activations += 1  # cannot happen thread-less; counted, never silent
             return
         if call.error is not None:
             return
+        binding = self.ruleset.bindings[rule]
         try:
-            matched: dict[str, dict[str, Any]] = c._m
             for fact in matched.values():
                 call.pending.pop(fact.get("id", ""), None)
-            act = Activation(call.world, call.position, call.now, binding.rule, matched)
+            first = len(call.decisions)
+            act = Activation(call.world, call.position, call.now, binding.rule, matched, first)
             effect = binding.handler(act, binding.params)
-            ops = _ActionOps(c)
             for fid in effect.retracts:
-                self._retract(call, fid, ops)
+                self._retract(call, fid, dispatch=False)
             for fact in effect.upserts:
-                self._upsert(call, fact, ops)
-            call.decisions.extend(effect.decisions)
+                self._upsert(call, fact, dispatch=False)
+            for i, decision in enumerate(effect.decisions, start=first):
+                call.decisions.append(decision if decision.index == i else decision.model_copy(update={"index": i}))
             for posted in effect.posts:
-                self._post(call, binding, posted, ops)
+                self._post(call, binding, posted)
         except BaseException as exc:  # noqa: BLE001 -- recorded here, re-raised by the caller after the engine returns
             call.error, call.failed = exc, binding
 
     # -- fact operations ------------------------------------------------------------------------------------
 
-    def _retract(self, call: _Call, fid: str, ops: _Ops) -> None:
+    def _retract(self, call: _Call, fid: str, *, dispatch: bool) -> None:
         memory = call.memory
         before = memory.facts.get(fid)
         if before is None:
@@ -284,55 +282,50 @@ class DurableHost:
         call.journal.append((fid, before))
         del memory.facts[fid]
         memory.hashes.pop(_cached_hash(fid), None)
-        self._engine_call("retract", ops.retract, {"id": fid, "sid": call.world})
+        self._network.retract(call.world, fid, dispatch=dispatch)
 
-    def _upsert(self, call: _Call, fact: Fact, ops: _Ops) -> None:
+    def _upsert(self, call: _Call, fact: Fact, *, dispatch: bool) -> None:
         fid = fact["id"]
         memory = call.memory
         before = memory.facts.get(fid)
         if before == fact:
             return
         if before is not None:
-            self._engine_call("retract", ops.retract, {"id": fid, "sid": call.world})
+            self._network.retract(call.world, fid, dispatch=dispatch)
         call.journal.append((fid, before))
         self._remember(call.world, memory, fact)
-        self._assert(call, fact, ops)
+        self._assert(call, fact, dispatch=dispatch)
 
-    def _assert(self, call: _Call, fact: Fact, ops: _Ops) -> None:
+    def _assert(self, call: _Call, fact: Fact, *, dispatch: bool) -> None:
         try:
-            ops.assert_fact({**fact, "sid": call.world})
-        except MessageNotHandledException:
-            pass  # no rule tests this kind: the engine keeps nothing, the mirror keeps it
-        except MessageObservedException as exc:
+            self._network.assert_fact(call.world, fact, dispatch=dispatch)
+        except _Observed as exc:
             raise FactIdCollision(call.world, fact["id"], None) from exc
-        except ControllerError:
-            raise
-        except Exception as exc:
-            raise EngineFailure("assert", str(exc)) from exc
 
-    def _assert_transient(self, call: _Call, event: Fact, ops: _Ops) -> None:
+    def _assert_transient(self, call: _Call, event: Fact) -> None:
         fact = {**event, "id": self._free_id(call, event["id"])}
         call.journal.append((fact["id"], None))
         self._remember(call.world, call.memory, fact)
-        self._assert(call, fact, ops)
+        self._assert(call, fact, dispatch=True)
         self._raise_failure(call)
-        self._retract(call, fact["id"], ops)
+        self._retract(call, fact["id"], dispatch=True)
 
-    def _post(self, call: _Call, binding: Binding, event: Fact, ops: _ActionOps) -> None:
-        fid = self._free_id(call, event["id"])
+    def _post(self, call: _Call, binding: Binding, event: Fact) -> None:
+        call.posted += 1
+        fid = self._free_id(call, f"{event['id']}.{call.posted}")  # unique within the call, short to hash
         call.pending[fid] = binding.rule
         try:
-            ops.post({**event, "id": fid, "sid": call.world})
-        except MessageNotHandledException as exc:
-            raise ActionFailed(binding.rule, binding.action,
-                               f"posted {fid!r} ({event.get('kind')}), which no rule matches") from exc
-        except MessageObservedException as exc:
+            handled = self._network.post(call.world, {**event, "id": fid})
+        except _Observed as exc:
             raise FactIdCollision(call.world, fid, None) from exc
+        if not handled:
+            raise ActionFailed(binding.rule, binding.action,
+                               f"posted {fid!r} ({event.get('kind')}), which no rule matches")
 
     def _free_id(self, call: _Call, base: str) -> str:
         """``base``, or ``base~n`` for the first n whose hash collides with no live or pending id."""
         taken = call.memory.hashes
-        pending = {_cached_hash(p) for p in call.pending}
+        pending = {_cached_hash(p) for p in call.pending} if call.pending else set()
         candidate, n = base, 0
         while ((h := _cached_hash(candidate)) in taken and taken[h] != candidate) or h in pending:
             n += 1
@@ -382,16 +375,6 @@ class DurableHost:
         memory.hashes[_cached_hash(_state_id(world))] = _state_id(world)  # the engine stores the state too
         return memory
 
-    def _engine_call(self, operation: str, fn: Callable[..., Any], *args: Any) -> Any:
-        try:
-            return fn(*args)
-        except ControllerError:
-            raise
-        except (MessageNotHandledException, MessageObservedException) as exc:
-            raise EngineFailure(operation, type(exc).__name__) from exc
-        except Exception as exc:
-            raise EngineFailure(operation, str(exc)) from exc
-
     def _check_open(self, operation: str) -> None:
         if self._closed:
             raise EngineFailure(operation, "the host is closed")
@@ -399,42 +382,66 @@ class DurableHost:
             raise EngineFailure(operation, "a previous call failed; rebuild a new host from the facts")
 
 
-class _Ops:
-    def assert_fact(self, fact: Fact) -> None:
-        raise NotImplementedError
-
-    def retract(self, fact: Fact) -> None:
-        raise NotImplementedError
+class _Observed(Exception):
+    """The engine already holds a message with this id hash."""
 
 
-class _HostOps(_Ops):
-    """Engine calls from outside any action (they run the resulting actions before returning)."""
+class _Network:
+    """The compiled rule set in durable_rules' C core, driven directly.
 
-    def __init__(self, host: DurableHost) -> None:
-        self._engine = host._engine
-        self._name = host.ruleset.name
+    durable's Python ``Host`` compiles the rule set and replays stored facts; the hot path calls the C
+    functions the way ``Host.post``/``Ruleset.do_actions`` do, without the per-action ``Closure``,
+    ``Promise``, wall-clock reads and state re-serialisation (the state is never changed). An assert from
+    outside an action dispatches the activations it queued (``start_action_for_state`` then
+    ``complete_and_start_action`` until none is left); one from inside an action only queues them, and
+    the running dispatch loop picks them up."""
 
-    def assert_fact(self, fact: Fact) -> None:
-        self._engine.assert_fact(self._name, fact)
+    def __init__(self, handle: int, fire: Callable[[str, dict[str, dict[str, Any]]], None]) -> None:
+        self._handle = handle
+        self._fire = fire
 
-    def retract(self, fact: Fact) -> None:
-        self._engine.retract_fact(self._name, fact)
+    def assert_fact(self, world: str, fact: Fact, *, dispatch: bool) -> bool:
+        """False when no rule tests the fact (the engine then keeps nothing)."""
+        body = json.dumps({**fact, "sid": world}, ensure_ascii=False)
+        return self._result("assert", _dre.assert_fact, body, dispatch)
 
+    def retract(self, world: str, fid: str, *, dispatch: bool) -> None:
+        self._result("retract", _dre.retract_fact, json.dumps({"id": fid, "sid": world}), dispatch)
 
-class _ActionOps(_Ops):
-    """Engine calls from inside an action (queued activations run after the action completes)."""
+    def post(self, world: str, event: Fact) -> bool:
+        """Post a transient event from inside an action. False when no rule matches it."""
+        body = json.dumps({**event, "sid": world}, ensure_ascii=False)
+        return self._result("post", _dre.assert_event, body, False)
 
-    def __init__(self, closure: Any) -> None:
-        self._c = closure
+    def _result(self, operation: str, fn: Callable[[int, str], Any], body: str, dispatch: bool) -> bool:
+        try:
+            result = fn(self._handle, body)
+        except Exception as exc:
+            raise EngineFailure(operation, str(exc)) from exc
+        code = result[0]
+        if code == _NOT_HANDLED:
+            return False
+        if code == _OBSERVED:
+            raise _Observed(body)
+        if dispatch:
+            self._dispatch(0 if code == _QUEUED else result[1])
+        return True
 
-    def assert_fact(self, fact: Fact) -> None:
-        self._c.assert_fact(fact)
-
-    def retract(self, fact: Fact) -> None:
-        self._c.retract_fact(fact)
-
-    def post(self, event: Fact) -> None:
-        self._c.post(event)
+    def _dispatch(self, state_handle: int) -> None:
+        try:
+            started = _dre.start_action_for_state(self._handle, state_handle)
+            if not started:
+                return
+            state, message = started[0], started[1]
+            while message:
+                rule, matched = next(iter(json.loads(message).items()))  # one activation per message
+                self._fire(rule, matched)
+                _dre.update_state(self._handle, state)
+                message = _dre.complete_and_start_action(self._handle, state_handle)
+        except ControllerError:
+            raise
+        except Exception as exc:
+            raise EngineFailure("dispatch", str(exc)) from exc
 
 
 def _state_id(world: str) -> str:
@@ -462,7 +469,7 @@ def _net_changes(call: _Call) -> FactChanges:
 def _blame(ruleset: RuleSet, exc: Exception) -> RuleFileError:
     """The rule durable_rules refuses to compile (each rule compiled alone), as a RuleFileError."""
     for name, rule in ruleset.definition.items():
-        probe = _QuietHost(lambda _name: _noop)
+        probe = _QuietHost()
         try:
             probe.register_rulesets({f"{ruleset.name}_probe": {name: copy.deepcopy(dict(rule))}})
         except Exception as alone:  # noqa: BLE001 -- any compile failure blames this rule
@@ -473,7 +480,7 @@ def _blame(ruleset: RuleSet, exc: Exception) -> RuleFileError:
                                  rule=name.rpartition("/")[2])
         else:
             for rs in probe._ruleset_list:
-                durable_engine.durable_rules_engine.delete_ruleset(rs._handle)
+                _dre.delete_ruleset(rs._handle)
     return RuleFileError(ruleset.source, f"durable_rules cannot compile the rule set "
                                          f"({len(ruleset.definition)} rules): {exc}")
 

@@ -251,7 +251,12 @@ def fact_hash(fact_id: str) -> int:
     """durable_rules' message identity: 32-bit FNV-1a over the id's bytes, each byte taken as a C
     ``char`` (signed on x86, so bytes >= 0x80 are sign-extended before the xor)."""
     h = 0x811C9DC5
-    for byte in fact_id.encode():
+    data = fact_id.encode()
+    if data.isascii():
+        for byte in data:
+            h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
+        return h
+    for byte in data:
         h ^= byte if byte < 0x80 else (byte - 0x100) & 0xFFFFFFFF
         h = (h * 0x01000193) & 0xFFFFFFFF
     return h
