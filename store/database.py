@@ -114,45 +114,45 @@ class Database:
         return conn
 
     @contextmanager
-    def write_cursor(self) -> Iterator[Any]:
-        """A write transaction on the driver's own cursor (the gateway's hot path: no statement
-        compilation, and on a SQLite file no pool round trip). Committed on normal exit, rolled back on
-        any exception."""
+    def _driver_connection(self) -> Iterator[Any]:
+        """The driver connection for a hot-path transaction: on a SQLite file this thread's own, else one
+        from the pool (returned afterwards)."""
         with self._guard():
             file_sqlite = self.dialect == "sqlite" and not self.in_memory
             raw = self._sqlite_writer() if file_sqlite else self.engine.raw_connection()
             try:
-                cur = raw.cursor()
-                if self.dialect == "sqlite":
-                    cur.execute("BEGIN IMMEDIATE")
-                try:
-                    yield cur
-                except BaseException:
-                    raw.rollback()
-                    raise
-                raw.commit()
+                yield raw
             finally:
                 if not file_sqlite:
                     raw.close()
 
     @contextmanager
-    def read_cursor(self) -> Iterator[Any]:
-        """A read transaction on the driver's own cursor, for hot reads (one consistent view; on a SQLite
-        file this thread's own connection, on PostgreSQL a pooled one)."""
-        with self._guard():
-            file_sqlite = self.dialect == "sqlite" and not self.in_memory
-            raw = self._sqlite_writer() if file_sqlite else self.engine.raw_connection()
+    def write_cursor(self) -> Iterator[Any]:
+        """A write transaction on the driver's own cursor (the gateway's hot path: no statement
+        compilation, and on a SQLite file no pool round trip). Committed on normal exit, rolled back on
+        any exception."""
+        with self._driver_connection() as raw:
+            cur = raw.cursor()
+            if self.dialect == "sqlite":
+                cur.execute("BEGIN IMMEDIATE")
             try:
-                cur = raw.cursor()
-                if self.dialect == "sqlite":
-                    cur.execute("BEGIN")
-                try:
-                    yield cur
-                finally:
-                    raw.rollback() if self.dialect != "sqlite" else cur.execute("ROLLBACK")
+                yield cur
+            except BaseException:
+                raw.rollback()
+                raise
+            raw.commit()
+
+    @contextmanager
+    def read_cursor(self) -> Iterator[Any]:
+        """A read transaction on the driver's own cursor, for hot reads (one consistent view)."""
+        with self._driver_connection() as raw:
+            cur = raw.cursor()
+            if self.dialect == "sqlite":
+                cur.execute("BEGIN")
+            try:
+                yield cur
             finally:
-                if not file_sqlite:
-                    raw.close()
+                raw.rollback()  # ends the read transaction on both drivers
 
     @property
     def integrity_error(self) -> type[Exception]:

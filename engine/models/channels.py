@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from engine.models.common import Id, Model, Payload, Text, TimeUs, Version
 from engine.models.lifecycle import Lifecycle
@@ -30,16 +30,29 @@ DELIVERY_LIFECYCLE = Lifecycle("delivery", {
 })
 
 
-class Message(Model):
-    message_id: Id
+class MessageBody(Model):
+    """What a sender writes: the channel, the addressee and the content."""
+
     channel: Id
-    sender: Id
     recipient_kind: RecipientKind
     recipient: Id | None = None
     body: Text
     payload: Payload = Field(default_factory=dict)
     correlation_id: Id | None = None
     reply_to: Id | None = None
+
+    @model_validator(mode="after")
+    def _recipient_fits_kind(self) -> MessageBody:
+        needs = self.recipient_kind in (RecipientKind.AGENT, RecipientKind.ROLE, RecipientKind.PLATFORM)
+        if needs != (self.recipient is not None):
+            raise ValueError(f"recipient_kind {self.recipient_kind.value!r} "
+                             + ("needs a recipient" if needs else "takes no recipient"))
+        return self
+
+
+class Message(MessageBody):
+    message_id: Id
+    sender: Id
     created_at_us: TimeUs
 
 
@@ -59,4 +72,4 @@ class Inbox(Model):
     delivery: Delivery
 
 
-__all__ = ["DELIVERY_LIFECYCLE", "Delivery", "DeliveryStatus", "Inbox", "Message", "RecipientKind"]
+__all__ = ["DELIVERY_LIFECYCLE", "Delivery", "DeliveryStatus", "Inbox", "Message", "MessageBody", "RecipientKind"]

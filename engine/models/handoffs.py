@@ -24,9 +24,9 @@ HANDOFF_LIFECYCLE = Lifecycle("handoff", {
 })
 
 
-class Handoff(Model):
-    handoff_id: Id
-    source_agent: Id
+class HandoffPacket(Model):
+    """What a handoff carries: pointers and a delta, never the transcript."""
+
     target_agent: Id
     task_id: Id
     goal: Text
@@ -37,6 +37,11 @@ class Handoff(Model):
     authority_scope: Payload = Field(default_factory=dict)
     expected_output: str | None = Field(default=None, max_length=4000)
     return_route: Id | None = None
+
+
+class Handoff(HandoffPacket):
+    handoff_id: Id
+    source_agent: Id
     status: HandoffStatus
     result: Payload | None = None
     reason: str | None = Field(default=None, max_length=4000)
@@ -45,4 +50,4 @@ class Handoff(Model):
     version: Version
 
 
-__all__ = ["HANDOFF_LIFECYCLE", "Handoff", "HandoffStatus"]
+__all__ = ["HANDOFF_LIFECYCLE", "Handoff", "HandoffPacket", "HandoffStatus"]

@@ -29,13 +29,14 @@ class Outcome(StrEnum):
     CANCELLED = "cancelled"
 
 
-class Receipt(Model):
-    receipt_id: Id
-    wake_id: Id | None = None
+class ReceiptBody(Model):
+    """What a receipt says: the agent's decision and its typed outcome, with the versions it saw."""
+
     agent_id: Id
-    task_id: Id | None = None
     decision: Decision
     outcome: Outcome
+    wake_id: Id | None = None
+    task_id: Id | None = None
     reason: str | None = Field(default=None, max_length=4000)
     observed_state_version: int | None = None
     topology_version: int | None = None
@@ -44,9 +45,13 @@ class Receipt(Model):
     action_refs: Refs = Field(default_factory=list)
     artifact_refs: Refs = Field(default_factory=list)
     next_wake: Id | None = None
-    policy_epoch: str | None = None
+    policy_epoch: str | None = Field(default=None, max_length=100)
     payload: Payload = Field(default_factory=dict)
+
+
+class Receipt(ReceiptBody):
+    receipt_id: Id
     created_at_us: TimeUs
 
 
-__all__ = ["Decision", "Outcome", "Receipt"]
+__all__ = ["Decision", "Outcome", "Receipt", "ReceiptBody"]

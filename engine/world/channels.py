@@ -9,12 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, model_validator
-
 from engine.errors import NotPermitted, TargetUnresolved
 from engine.models.agents import Agent, Target
-from engine.models.channels import DELIVERY_LIFECYCLE, Delivery, DeliveryStatus, Inbox, Message, RecipientKind
-from engine.models.common import Id, Model, Payload, Text
+from engine.models.channels import (
+    DELIVERY_LIFECYCLE,
+    Delivery,
+    DeliveryStatus,
+    Inbox,
+    Message,
+    MessageBody,
+    RecipientKind,
+)
+from engine.models.common import Id, Model
 from engine.policy.enforcement import Check
 from engine.validation import build, check_id
 from engine.world.agents import AgentCalls
@@ -24,22 +30,7 @@ from store import Change, Insert
 MAX_FANOUT = 10_000
 
 
-class SendMessage(Model):
-    channel: Id
-    recipient_kind: RecipientKind
-    recipient: Id | None = None
-    body: Text
-    payload: Payload = Field(default_factory=dict)
-    correlation_id: Id | None = None
-    reply_to: Id | None = None
-
-    @model_validator(mode="after")
-    def _recipient_fits_kind(self) -> SendMessage:
-        needs = self.recipient_kind in (RecipientKind.AGENT, RecipientKind.ROLE, RecipientKind.PLATFORM)
-        if needs != (self.recipient is not None):
-            raise ValueError(f"recipient_kind {self.recipient_kind.value!r} "
-                             + ("needs a recipient" if needs else "takes no recipient"))
-        return self
+SendMessage = MessageBody
 
 
 class DeliveryAction(Model):

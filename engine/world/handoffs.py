@@ -12,8 +12,8 @@ from typing import Any
 from pydantic import Field
 
 from engine.errors import InvalidInput, NotPermitted
-from engine.models.common import Id, Model, Payload, Refs, Text
-from engine.models.handoffs import HANDOFF_LIFECYCLE, Handoff, HandoffStatus
+from engine.models.common import Id, Model, Payload
+from engine.models.handoffs import HANDOFF_LIFECYCLE, Handoff, HandoffPacket, HandoffStatus
 from engine.models.tasks import TASK_LIFECYCLE, Task
 from engine.policy.attributes import capabilities_of, delegations
 from engine.policy.enforcement import Check
@@ -21,18 +21,7 @@ from engine.validation import build, check_id, parse_enum
 from engine.world.core import Cause, Plan, WorldCore
 from store import Insert, Update
 
-
-class CreateHandoff(Model):
-    target_agent: Id
-    task_id: Id
-    goal: Text
-    current_state_ref: str | None = Field(default=None, max_length=256)
-    evidence_refs: Refs = Field(default_factory=list)
-    artifact_refs: Refs = Field(default_factory=list)
-    constraints: Payload = Field(default_factory=dict)
-    authority_scope: Payload = Field(default_factory=dict)
-    expected_output: str | None = Field(default=None, max_length=4000)
-    return_route: Id | None = None
+CreateHandoff = HandoffPacket
 
 
 class HandoffAction(Model):

@@ -14,7 +14,7 @@ from pydantic import Field
 
 from engine.errors import AlreadyExists, InvalidInput, LeaseHeld, NotFound, VersionConflict
 from engine.models.common import Id, Model, Payload, Priority, Refs, TimeUs
-from engine.models.receipts import Decision, Outcome, Receipt
+from engine.models.receipts import Decision, Outcome, Receipt, ReceiptBody
 from engine.models.wakes import WAKE_LIFECYCLE, EnqueueResult, Wake, WakeStatus
 from engine.policy.enforcement import Check
 from engine.validation import build, check_id, parse_enum
@@ -42,22 +42,7 @@ class ClaimWake(Model):
     lease_seconds: float = Field(gt=0, le=86400)
 
 
-class WriteReceipt(Model):
-    agent_id: Id
-    decision: Decision
-    outcome: Outcome
-    wake_id: Id | None = None
-    task_id: Id | None = None
-    reason: str | None = Field(default=None, max_length=4000)
-    observed_state_version: int | None = None
-    topology_version: int | None = None
-    base_state_version: int | None = None
-    resulting_state_version: int | None = None
-    action_refs: Refs = Field(default_factory=list)
-    artifact_refs: Refs = Field(default_factory=list)
-    next_wake: Id | None = None
-    policy_epoch: str | None = Field(default=None, max_length=100)
-    payload: Payload = Field(default_factory=dict)
+WriteReceipt = ReceiptBody
 
 
 _OUTCOME_OF = {Decision.NO_ACTION: Outcome.NO_ACTION}
