@@ -71,6 +71,8 @@ class Database:
             cur = dbapi_conn.cursor()
             if not in_memory:
                 cur.execute("PRAGMA journal_mode=WAL")
+                # checkpoint every ~40 MB of WAL rather than 4 MB: fewer fsyncs of the database file
+                cur.execute("PRAGMA wal_autocheckpoint=10000")
             cur.execute(f"PRAGMA synchronous={opts.sqlite_synchronous}")
             cur.execute(f"PRAGMA busy_timeout={int(opts.busy_timeout_ms)}")
             cur.execute("PRAGMA foreign_keys=ON")
