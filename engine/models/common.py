@@ -1,7 +1,7 @@
 """Shared field types and limits for every boundary model.
 
 Limits are bytes of canonical JSON (for payloads) or UTF-8 (for text). Ids are caller-chosen or
-generated (``<prefix>_<base32>``); either way they match :data:`ID_PATTERN`.
+generated (``<prefix>_<26 hex digits>``); either way they match :data:`ID_PATTERN`.
 """
 
 from __future__ import annotations

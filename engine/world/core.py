@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import orjson
 from pydantic import BaseModel
 
 from engine.errors import InvalidInput, NotFound, OperationConflict, PolicyDenied, VersionConflict
-from engine.models.common import Model, canonical_json
+from engine.models.common import Model
 from engine.models.lifecycle import Lifecycle
 from engine.policy.enforcement import Authorizer, Check
 from engine.sources import Clock, IdSource, RandomIds, SystemClock
@@ -58,8 +59,9 @@ class Plan:
 
 
 def request_hash(command: str, actor: str, request: BaseModel) -> str:
-    body = canonical_json({"command": command, "actor": actor, "request": request.model_dump(mode="json")})
-    return hashlib.sha256(body.encode()).hexdigest()
+    """The identity of a request (what a retried operation id must match): sha256 of its sorted JSON."""
+    body = {"command": command, "actor": actor, "request": request.model_dump(mode="json")}
+    return hashlib.sha256(orjson.dumps(body, option=_SORTED)).hexdigest()
 
 
 class WorldCore:
@@ -226,7 +228,10 @@ _POLICY_ACTION = {("session", "activate"): "update", ("session", "relinquish"): 
 
 
 def request_hash_of(value: Any) -> str:
-    return hashlib.sha256(canonical_json(value).encode()).hexdigest()
+    return hashlib.sha256(orjson.dumps(value, option=_SORTED)).hexdigest()
+
+
+_SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
 
 def _jsonable(values: dict[str, Any]) -> dict[str, Any]:

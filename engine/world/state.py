@@ -64,7 +64,9 @@ class StateCalls(WorldCore):
     @staticmethod
     def _plan_cas(actor: str, req: CompareAndSet, now: int) -> Plan:
         version = req.expected_version + 1
-        entry = StateEntry(key=req.key, value=req.value, version=version, updated_by=actor, updated_at_us=now)
+        # every field is already validated (the request, the actor id, the clock): construct, don't re-check
+        entry = StateEntry.model_construct(key=req.key, value=req.value, version=version, updated_by=actor,
+                                           updated_at_us=now)
         change: Insert | Update
         if req.expected_version == 0:
             change = Insert("state_entries", entry.model_dump(mode="json"), "state", req.key)
