@@ -14,6 +14,7 @@ from engine.sources import Clock, IdSource
 from engine.world.artifacts import ArtifactCalls
 from engine.world.channels import ChannelCalls
 from engine.world.core import Cause, WorldCore
+from engine.world.decisions import DecisionCalls
 from engine.world.handoffs import HandoffCalls
 from engine.world.memory import MemoryCalls
 from engine.world.permissions import AllowedActions, Invoked, PermissionCalls
@@ -31,7 +32,7 @@ from store import DatabaseOptions, Store
 
 class World(ChannelCalls, StateCalls, TaskCalls, ArtifactCalls, MemoryCalls, WakeCalls, HandoffCalls,
             TopologyCalls, RoomCalls, ProjectionCalls, SnapshotCalls, PolicyEpochCalls, PermissionCalls,
-            RevocationCalls, WorldCore):
+            RevocationCalls, DecisionCalls, WorldCore):
     """One persistent shared world over one store."""
 
     @classmethod

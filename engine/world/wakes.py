@@ -101,7 +101,8 @@ class WakeCalls(WorldCore):
         for row in self.store.read.due_wakes(now, MAX_CLAIM_CANDIDATES, agent_id):
             req = build(ClaimWake, wake_id=row["wake_id"], lease_seconds=lease_seconds)
             try:
-                return self._write("claim_wake", worker, req,
+                # a worker runs the wake for its target agent: the target's authority is what is decided
+                return self._write("claim_wake", row["target_agent"], req,
                                    lambda now, req=req: self._plan_claim(worker, req, now),  # type: ignore[misc]
                                    Wake, op_id=None, cause=cause)
             except (VersionConflict, LeaseHeld):
@@ -131,7 +132,7 @@ class WakeCalls(WorldCore):
         o = parse_enum("outcome", Outcome, outcome) if outcome is not None else _OUTCOME_OF.get(d, Outcome.ACTED)
         wake = self._load(Wake, "wakes", "wake", wake_id, wake_id=wake_id)
         req = build(WriteReceipt, agent_id=wake.target_agent, decision=d, outcome=o, wake_id=wake_id, **receipt)
-        return self._write("ack_wake", worker, req, lambda now: self._plan_finish(worker, req, "ack", now),
+        return self._write("ack_wake", wake.target_agent, req, lambda now: self._plan_finish(worker, req, "ack", now),
                            Receipt, op_id=op_id, cause=cause)
 
     def cancel_wake(self, actor: str, wake_id: str, reason: str, *, outcome: str = "suppressed",
