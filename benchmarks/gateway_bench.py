@@ -172,8 +172,8 @@ class RawFloor:
         self.conn.close()
 
 
-class StoreCommit:
-    """The write gateway alone: ``Store.commit(WriteRequest)`` with one CAS ``Update`` per request."""
+class _WorldContender:
+    """A fresh world on ``directory`` with the benchmark key created at version 1."""
 
     def __init__(self, directory: Path) -> None:
         self.world = _open_world(directory)
@@ -183,6 +183,16 @@ class StoreCommit:
 
     def prepare(self, n: int) -> None:
         pass
+
+    def committed(self) -> int:
+        return _count_rows(self.path, "events")
+
+    def close(self) -> None:
+        self.world.close()
+
+
+class StoreCommit(_WorldContender):
+    """The write gateway alone: ``Store.commit(WriteRequest)`` with one CAS ``Update`` per request."""
 
     def run(self, n: int) -> None:
         commit = self.world.store.commit
@@ -204,24 +214,9 @@ class StoreCommit:
                 payload={"key": KEY}, base_version=v, resulting_version=v + 1))
             self.version = v + 1
 
-    def committed(self) -> int:
-        return _count_rows(self.path, "events")
 
-    def close(self) -> None:
-        self.world.close()
-
-
-class WorldCas:
+class WorldCas(_WorldContender):
     """The full public call: ``World.compare_and_set_state`` (one gateway commit each)."""
-
-    def __init__(self, directory: Path) -> None:
-        self.world = _open_world(directory)
-        self.path = directory / "world.sqlite"
-        self.version = self.world.compare_and_set_state(ACTOR, KEY, 0, _value(0)).version
-        self.events0 = self.committed()
-
-    def prepare(self, n: int) -> None:
-        pass
 
     def run(self, n: int) -> None:
         cas = self.world.compare_and_set_state
@@ -229,12 +224,6 @@ class WorldCas:
         for _ in range(n):
             v = cas(ACTOR, KEY, v, _value(v + 1)).version
         self.version = v
-
-    def committed(self) -> int:
-        return _count_rows(self.path, "events")
-
-    def close(self) -> None:
-        self.world.close()
 
 
 class LangGraphPut:
