@@ -109,6 +109,11 @@ class Reader:
             rows = [dict(r) for r in conn.execute(stmt).mappings()]
         return list(reversed(rows)) if newest else rows
 
+    def current_policy_epoch(self) -> Row | None:
+        """The policy epoch writes are decided under now (the last activated), if any."""
+        rows = self.rows("policy_epochs", order_by=("activated_at_us", "epoch"), descending=True, limit=1)
+        return rows[0] if rows else None
+
     def last_seq(self) -> int:
         with self._conn() as conn:
             return int(conn.execute(select(func.coalesce(func.max(events.c.seq), 0))).scalar_one())

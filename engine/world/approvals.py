@@ -75,8 +75,8 @@ class ApprovalCalls(WorldCore):
         return self._get(Approval, "approvals", "approval", approval_id, actor, approval_id=approval_id)
 
     def _current_epoch_name(self) -> str | None:
-        rows = self.store.read.rows("policy_epochs", order_by=("activated_at_us", "epoch"), descending=True, limit=1)
-        return str(rows[0]["epoch"]) if rows else None
+        row = self.store.read.current_policy_epoch()
+        return str(row["epoch"]) if row is not None else None
 
     def _spend_approval(self, actor: str, approval_id: str | None, kind: str, object_id: str,
                         payload: dict[str, Any], now: int) -> Update:

@@ -125,10 +125,5 @@ class PermissionCalls(ApprovalCalls):
                         payload={"side_effect": req.side_effect, "approval_id": req.approval_id},
                         checks=[Check(req.kind, req.id, "invoke", row, req.side_effect)])
         done = self._write("invoke", actor, req, plan, Invoked, op_id=op_id, cause=cause)
-        return done.model_copy(update={"policy_epoch": self._last_epoch()})
-
-    def _last_epoch(self) -> str | None:
-        current = self.store.read.rows("policy_epochs", order_by=("activated_at_us", "epoch"), descending=True,
-                                       limit=1)
-        return str(current[0]["epoch"]) if current else None
+        return done.model_copy(update={"policy_epoch": self._current_epoch_name()})
 

@@ -18,8 +18,8 @@ class PolicyEpoch(Model):
 
 class PolicyEpochCalls(WorldCore):
     def current_policy_epoch(self) -> PolicyEpoch | None:
-        rows = self.store.read.rows("policy_epochs", order_by=("activated_at_us", "epoch"), descending=True, limit=1)
-        return PolicyEpoch.model_validate(rows[0]) if rows else None
+        row = self.store.read.current_policy_epoch()
+        return PolicyEpoch.model_validate(row) if row is not None else None
 
     def activate_policy_epoch(self, epoch: str, source: str) -> PolicyEpoch:
         """Make ``epoch`` the current one (the runtime does this once the PDP is seen deciding under it).

@@ -15,10 +15,10 @@ from engine.models.receipts import Decision, Outcome, Receipt
 from engine.models.wakes import WAKE_LIFECYCLE, Wake
 from engine.policy.enforcement import Check
 from engine.world.core import Plan, WorldCore
+from engine.world.policy_epochs import RUNTIME_ACTOR
 from engine.world.wakes import WriteReceipt
 from store import Insert
 
-RUNTIME_ACTOR = "pmw-runtime"
 MAX_RECHECK = 100_000
 
 
