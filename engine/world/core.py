@@ -193,9 +193,7 @@ class WorldCore:
                     side_effect: str = "S0") -> tuple[Plan, R]:
         """Plan a lifecycle transition of one row: read it, check the caller's expected version, the
         state machine and ``check``; then compare-and-set status, time and ``values``."""
-        key_field = {"tasks": "task_id", "memory": "memory_id", "wakes": "wake_id",
-                     "handoffs": "handoff_id", "rooms": "room_id", "deliveries": "delivery_id",
-                     "sessions": "session_id", "artifacts": "artifact_id", "approvals": "approval_id"}[table]
+        (key_field,) = STATE_TABLE_KEYS[table]  # lifecycle objects have a one-column key
         row = self._row(table, kind, ident, **{key_field: ident})
         current, version = model.model_validate(row), int(row["version"])
         if expected_version is not None and expected_version != version:

@@ -19,13 +19,14 @@ from engine.policy.model import ACTIONS, KINDS
 from engine.validation import build, check_id
 from engine.world.approvals import ApprovalCalls
 from engine.world.core import Cause, Plan
+from store import STATE_TABLE_KEYS
 
-# kind -> (table, key column) for kinds whose objects are rows
+# kind -> (table, key column) for kinds whose objects are rows; the key comes from the schema
 OBJECT_TABLES: dict[str, tuple[str, str]] = {
-    "agent": ("agents", "agent_id"), "state": ("state_entries", "key"), "task": ("tasks", "task_id"),
-    "artifact": ("artifacts", "artifact_id"), "memory": ("memory", "memory_id"), "wake": ("wakes", "wake_id"),
-    "handoff": ("handoffs", "handoff_id"), "receipt": ("receipts", "receipt_id"), "room": ("rooms", "room_id"),
-    "message": ("deliveries", "delivery_id"), "approval": ("approvals", "approval_id"),
+    kind: (table, STATE_TABLE_KEYS[table][0]) for kind, table in {
+        "agent": "agents", "state": "state_entries", "task": "tasks", "artifact": "artifacts",
+        "memory": "memory", "wake": "wakes", "handoff": "handoffs", "receipt": "receipts", "room": "rooms",
+        "message": "deliveries", "approval": "approvals"}.items()
 }
 SIDE_EFFECTS = ("S0", "S1", "S2", "S3")
 
