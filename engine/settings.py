@@ -46,19 +46,11 @@ class Settings(BaseSettings):
 
     def resolved_data_dir(self) -> Path:
         """Where runtime files live: beside a SQLite database file, else ``./pmw-data``."""
-        prefix = "sqlite:///"
-        path = self.db_url[len(prefix):].split("?", 1)[0] if self.db_url.startswith(prefix) else ""
-        if path and path != ":memory:":
-            return Path(path).expanduser().resolve().parent
-        return Path("pmw-data").resolve()
+        path = sqlite_file(self.db_url)
+        return path.resolve().parent if path is not None else Path("pmw-data").resolve()
 
     def resolved_artifact_dir(self) -> Path:
-        if self.artifact_dir is not None:
-            return self.artifact_dir
-        prefix = "sqlite:///"
-        if self.db_url.startswith(prefix) and len(self.db_url) > len(prefix):
-            return Path(self.db_url[len(prefix):]).expanduser().resolve().parent / "artifacts"
-        return Path("pmw-data/artifacts").resolve()
+        return self.artifact_dir if self.artifact_dir is not None else self.resolved_data_dir() / "artifacts"
 
     def database_options(self) -> DatabaseOptions:
         return DatabaseOptions(sqlite_synchronous=self.sqlite_synchronous, busy_timeout_ms=self.busy_timeout_ms)
@@ -68,12 +60,18 @@ class Settings(BaseSettings):
         ensure_sqlite_parent(self.db_url)
 
 
-def ensure_sqlite_parent(db_url: str) -> None:
-    """Create the directory of a SQLite database file named by ``db_url``, if any; else do nothing."""
+def sqlite_file(db_url: str) -> Path | None:
+    """The database file a ``sqlite:///`` URL names (``None``: in memory, or not SQLite)."""
     prefix = "sqlite:///"
     path = db_url[len(prefix):].split("?", 1)[0] if db_url.startswith(prefix) else ""
-    if path and path != ":memory:":
-        parent = Path(path).expanduser().parent
+    return Path(path).expanduser() if path and path != ":memory:" else None
+
+
+def ensure_sqlite_parent(db_url: str) -> None:
+    """Create the directory of a SQLite database file named by ``db_url``, if any; else do nothing."""
+    path = sqlite_file(db_url)
+    if path is not None:
+        parent = path.parent
         try:
             parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
