@@ -85,10 +85,13 @@ class ChannelCalls(AgentCalls):
                 raise TargetUnresolved(str(target), f"receiver {receiver!r} is not a live identity of it")
         rows = self.store.read.inbox([a.agent_id for a in agents], sorted({a.role_id for a in agents}),
                                      sorted({a.platform for a in agents if a.platform}), limit)
+        messages = {m["message_id"]: m for m in self.store.read.rows(
+            "messages", {"message_id": sorted({d["message_id"] for d in rows})})} if rows else {}
+        own = {a.agent_id for a in agents}
         out = []
         for d in rows:
-            m = self._row("messages", "message", d["message_id"], message_id=d["message_id"])
-            if d["recipient_kind"] in ("any", "role", "platform") and m["sender"] in {a.agent_id for a in agents}:
+            m = messages[d["message_id"]]  # a delivery's message exists (foreign key)
+            if d["recipient_kind"] in ("any", "role", "platform") and m["sender"] in own:
                 continue  # a pool message is not for its own sender
             out.append(Inbox(message=Message.model_validate(m), delivery=Delivery.model_validate(d)))
         if self.policy.external:  # each reader sees only what the policy lets it read

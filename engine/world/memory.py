@@ -166,15 +166,13 @@ class MemoryCalls(WorldCore):
         while frontier and len(seen) < MAX_REVOKE_CASCADE:
             edges = self.store.read.rows("provenance_edges", {"src_id": frontier, "dst_kind": "memory",
                                                               "relation": "derived_from"})
+            targets = sorted({e["dst_id"] for e in edges} - set(seen) - {memory_id})
+            rows = self.store.read.rows("memory", {"memory_id": targets}) if targets else []
             frontier = []
-            for e in edges:
-                dst = e["dst_id"]
-                if dst in seen or dst == memory_id:
-                    continue
-                row = self.store.read.get("memory", memory_id=dst)
-                if row is not None and row["status"] != MemoryStatus.REVOKED.value:
-                    seen[dst] = Memory.model_validate(row)
-                    frontier.append(dst)
+            for row in rows:
+                if row["status"] != MemoryStatus.REVOKED.value:
+                    seen[row["memory_id"]] = Memory.model_validate(row)
+                    frontier.append(row["memory_id"])
         return list(seen.values())
 
     def list_memory(self, actor: str, *, limit: int = 500) -> list[Memory]:
