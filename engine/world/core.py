@@ -64,6 +64,14 @@ def request_hash(command: str, actor: str, request: BaseModel) -> str:
     return hashlib.sha256(orjson.dumps(body, option=_SORTED)).hexdigest()
 
 
+class _Denial(Model):
+    kind: str
+    id: str
+    action: str
+    command: str
+    policy_epoch: str | None
+
+
 class WorldCore:
     """State shared by every group of World calls: the store, the injected clock and id source."""
 
@@ -142,13 +150,12 @@ class WorldCore:
             raise
 
     def _record_denial(self, actor: str, command: str, denied: PolicyDenied) -> None:
-        now = self.clock.now_us()
-        ref = {"kind": denied.kind, "id": denied.id, "action": denied.action}
-        self.store.commit(WriteRequest(
-            op_id=self.ids.new("op"), command="policy.denied", request_hash=request_hash_of(ref),
-            actor_id=actor, event_id=self.ids.new("evt"), event_type="policy.denied", subject_kind=denied.kind,
-            subject_id=denied.id[:300], created_at_us=now, result={}, policy_epoch=None,
-            payload={**ref, "command": command, "policy_epoch": denied.policy_epoch}))
+        """The audit record of a denial: an event that changes nothing else (the deny was the decision)."""
+        ref = _Denial(kind=denied.kind, id=denied.id[:300], action=denied.action, command=command,
+                      policy_epoch=denied.policy_epoch)
+        self._write("policy.denied", actor, ref, lambda now: Plan(
+            "policy.denied", ref.kind, ref.id, ref, payload=ref.model_dump(mode="json")), _Denial,
+            op_id=None, cause=None, decided=False)
 
     # -- the write path ----------------------------------------------------------------------------
 
@@ -156,7 +163,9 @@ class WorldCore:
                result_type: type[R], *, op_id: str | None, cause: Cause | None,
                event_id: str | None = None, decided: bool = True) -> R:
         """Validate identity, dedupe by operation id, plan at ``now``, ask the policy, and commit through
-        the gateway. ``decided=False`` skips the policy: only for bootstrapping the first governor."""
+        the gateway. ``decided=False`` skips the policy: only for what no agent's authority covers (the
+        first governor's bootstrap, and the runtime's own bookkeeping: epochs, denial records, revocations,
+        recorded decisions)."""
         check_id("actor", actor)
         digest = request_hash(command, actor, request)
         if op_id is not None:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from engine.models.common import Model, TimeUs
-from engine.world.core import WorldCore, request_hash_of
-from store import Insert, WriteRequest
+from engine.world.core import Plan, WorldCore
+from store import Insert
 
 RUNTIME_ACTOR = "pmw-runtime"
 
@@ -13,6 +13,11 @@ class PolicyEpoch(Model):
     epoch: str
     activated_at_us: TimeUs
     activated_by: str
+    source: str
+
+
+class _Activate(Model):
+    epoch: str
     source: str
 
 
@@ -27,13 +32,13 @@ class PolicyEpochCalls(WorldCore):
         current = self.current_policy_epoch()
         if current is not None and current.epoch == epoch:
             return current
-        now = self.clock.now_us()
-        row = {"epoch": epoch[:100], "activated_at_us": now, "activated_by": RUNTIME_ACTOR, "source": source[:500]}
-        done = PolicyEpoch.model_validate(row)
-        event = self.ids.new("evt")
-        self.store.commit(WriteRequest(
-            op_id=self.ids.new("op"), command="activate_policy_epoch", request_hash=request_hash_of(row),
-            actor_id=RUNTIME_ACTOR, event_id=event, event_type="policy.activated", subject_kind="policy",
-            subject_id=done.epoch, created_at_us=now, result=done.model_dump(mode="json"),
-            changes=[Insert("policy_epochs", row, "policy_epoch", done.epoch)], payload={"source": done.source}))
-        return done
+        req = _Activate(epoch=epoch[:100], source=source[:500])
+
+        def plan(now: int) -> Plan:
+            done = PolicyEpoch(epoch=req.epoch, activated_at_us=now, activated_by=RUNTIME_ACTOR, source=req.source)
+            return Plan("policy.activated", "policy", done.epoch, done,
+                        [Insert("policy_epochs", done.model_dump(mode="json"), "policy_epoch", done.epoch)],
+                        payload={"source": done.source})
+        # runtime bookkeeping: the PDP was seen deciding under this epoch; nobody's authority is involved
+        return self._write("activate_policy_epoch", RUNTIME_ACTOR, req, plan, PolicyEpoch, op_id=None, cause=None,
+                           decided=False)
