@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.errors import ConflictError, NotPermitted, PMWError, PolicyDenied, PolicyUnavailable
+from engine.errors import ConflictError, PMWError, PolicyDenied, PolicyUnavailable
 from engine.models.agents import Agent
 from engine.models.receipts import Decision, Outcome, Receipt
 from engine.models.wakes import Wake
@@ -83,9 +83,9 @@ class Worker:
                 return self._finish(wake, decided, Outcome.DENIED, exc.message, refs)
             except ConflictError as exc:
                 return self._finish(wake, decided, Outcome.CONFLICT, exc.message, refs)
-            except (NotPermitted, PMWError) as exc:
-                if isinstance(exc, PolicyUnavailable):
-                    raise  # fail closed: the wake stays leased and is retried after the lease
+            except PolicyUnavailable:
+                raise  # fail closed: the wake stays leased and is retried after the lease
+            except PMWError as exc:
                 return self._finish(wake, decided, Outcome.FAILED, exc.message, refs)
         return self._finish(wake, decided, Outcome.ACTED, decided.reason, refs)
 

@@ -196,15 +196,16 @@ class AgentCalls(WorldCore):
         new = s.model_copy(update={"status": Presence(status), "updated_at_us": now, "version": s.version + 1})
         changes: list[Change] = [Update("sessions", {"session_id": session_id}, s.version,
                                         {"status": status, "updated_at_us": now}, "session", session_id)]
-        changes.append(self._agent_presence_change(s.agent_id, {session_id: status}, now))
         agent_row = self._row("agents", "agent", s.agent_id, agent_id=s.agent_id)
+        changes.append(self._agent_presence_change(agent_row, {session_id: status}, now))
         return Plan(f"session.{action}", "session", session_id, new, changes,
                     payload={"agent_id": s.agent_id, "term_key": s.term_key, "status": status},
                     base_version=s.version, resulting_version=new.version,
                     checks=[Check("agent", s.agent_id, "update", agent_row)])
 
-    def _agent_presence_change(self, agent_id: str, overrides: dict[str, str], now: int) -> Update:
-        agent = self._row("agents", "agent", agent_id, agent_id=agent_id)
+    def _agent_presence_change(self, agent: dict[str, Any], overrides: dict[str, str], now: int) -> Update:
+        """The agent's presence recomputed from its sessions, with ``overrides`` (session id -> status)."""
+        agent_id = agent["agent_id"]
         sessions = [{**r, "status": overrides.get(r["session_id"], r["status"])}
                     for r in self.store.read.rows("sessions", {"agent_id": agent_id})]
         return Update("agents", {"agent_id": agent_id}, agent["version"],
@@ -236,8 +237,9 @@ class AgentCalls(WorldCore):
                                                 "version": s.version + 1}))
         agent_ids = sorted({s.agent_id for s in sessions} | ({t.agent_id} if t.agent_id else set()))
         offline = {s.session_id: "offline" for s in sessions}
-        changes += [self._agent_presence_change(a, offline, now) for a in agent_ids]
-        checks = [Check("agent", a, "unregister", self._row("agents", "agent", a, agent_id=a)) for a in agent_ids]
+        rows = [self._row("agents", "agent", a, agent_id=a) for a in agent_ids]
+        changes += [self._agent_presence_change(row, offline, now) for row in rows]
+        checks = [Check("agent", row["agent_id"], "unregister", row) for row in rows]
         return Plan("agent.unregistered", "target", str(t), _SessionList(sessions=out), changes,
                     payload={"agents": agent_ids, "sessions": [s.session_id for s in sessions]}, checks=checks)
 
