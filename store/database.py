@@ -25,6 +25,11 @@ from engine.errors import InvalidInput
 Dialect = Literal["sqlite", "postgresql"]
 
 
+def placeholder(dialect: str, name: str) -> str:
+    """A named parameter in driver-level SQL: ``%(name)s`` for psycopg, ``:name`` for sqlite3."""
+    return f"%({name})s" if dialect == "postgresql" else f":{name}"
+
+
 @dataclass(frozen=True)
 class DatabaseOptions:
     sqlite_synchronous: Literal["NORMAL", "FULL"] = "NORMAL"

@@ -40,7 +40,7 @@ from engine.errors import (
     VersionConflict,
 )
 from store.changes import CommitOutcome, Insert, Provenance, StoredOperation, Update, WriteRequest
-from store.database import Database
+from store.database import Database, placeholder
 from store.schema import TABLES, events, primary_key
 
 CommitHook = Callable[[WriteRequest], None]
@@ -55,10 +55,6 @@ class _DuplicateOperationError(Exception):
 
 # -- statement text, built once ----------------------------------------------------------------------
 
-def _ph(dialect: str, name: str) -> str:
-    return f"%({name})s" if dialect == "postgresql" else f":{name}"
-
-
 def _table_name(name: str) -> str:
     if name not in TABLES:  # a programming error in the caller, never user input
         raise ValueError(f"unknown table {name!r}")
@@ -71,11 +67,11 @@ def _insert_sql(dialect: str, table: str, columns: tuple[str, ...]) -> str:
     if unknown := [c for c in columns if c not in known]:
         raise ValueError(f"{table} has no columns {unknown}")
     return (f"INSERT INTO {table} ({', '.join(columns)}) "  # names come from the schema, never input
-            f"VALUES ({', '.join(_ph(dialect, c) for c in columns)})")
+            f"VALUES ({', '.join(placeholder(dialect, c) for c in columns)})")
 
 
 def _key_where(dialect: str, table: str) -> str:
-    return " AND ".join(f"{k} = {_ph(dialect, 'k_' + k)}" for k in primary_key(TABLES[table]))
+    return " AND ".join(f"{k} = {placeholder(dialect, 'k_' + k)}" for k in primary_key(TABLES[table]))
 
 
 @lru_cache(maxsize=1024)
@@ -83,9 +79,9 @@ def _cas_sql(dialect: str, table: str, columns: tuple[str, ...]) -> str:
     known = TABLES[_table_name(table)].c
     if unknown := [c for c in columns if c not in known or c == "version"]:
         raise ValueError(f"{table}: cannot set columns {unknown}")
-    sets = ", ".join(f"{c} = {_ph(dialect, c)}" for c in columns)
-    return (f"UPDATE {table} SET {sets}{', ' if sets else ''}version = {_ph(dialect, 'v_new')} "
-            f"WHERE {_key_where(dialect, table)} AND version = {_ph(dialect, 'v_expected')}")
+    sets = ", ".join(f"{c} = {placeholder(dialect, c)}" for c in columns)
+    return (f"UPDATE {table} SET {sets}{', ' if sets else ''}version = {placeholder(dialect, 'v_new')} "
+            f"WHERE {_key_where(dialect, table)} AND version = {placeholder(dialect, 'v_expected')}")
 
 
 @lru_cache(maxsize=256)

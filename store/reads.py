@@ -12,7 +12,7 @@ from sqlalchemy.exc import DatabaseError
 
 from engine.errors import StoreUnavailable
 from engine.policy.model import PlanFilter
-from store.database import Database
+from store.database import Database, placeholder
 from store.plan_sql import plan_clause, table_of
 from store.schema import (
     STATE_TABLES,
@@ -177,7 +177,7 @@ class Reader:
     def principal_inputs(self, agent_id: str) -> tuple[Row | None, list[Row], list[str]]:
         """What a policy principal is built from, in one read on the driver cursor: the agent row, its
         accepted handoffs (task id and authority scope) and the rooms it is an active member of."""
-        ph = "%(a)s" if self._db.dialect == "postgresql" else ":a"
+        ph = placeholder(self._db.dialect, "a")
         try:
             with self._db.read_cursor() as cur:
                 cur.execute("SELECT agent_id, role_id, status, capability_profile, permission_profile "
