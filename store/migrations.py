@@ -16,10 +16,12 @@ from sqlalchemy.exc import DatabaseError
 
 from engine.errors import StoreUnavailable
 from store.database import Database
-from store.schema import OPERATIONS_VIEW, approvals, metadata, policy_epochs, schema_migrations
+from store.schema import OPERATIONS_VIEW, TABLES, approvals, metadata, policy_epochs, schema_migrations
+
+MIGRATION_4_TABLES = ("controller_positions", "controller_facts", "subscriptions", "room_answers", "traces")
 
 _ADVISORY_LOCK_ID = 0x504D5701  # "PMW" 1
-_LATER = {"policy_epochs", "approvals"}  # tables that later migrations create
+_LATER = {"policy_epochs", "approvals", *MIGRATION_4_TABLES}  # tables that later migrations create
 
 
 @dataclass(frozen=True)
@@ -44,10 +46,17 @@ def _approvals(conn: Connection) -> None:
     approvals.create(conn, checkfirst=True)
 
 
+def _controller_and_runs(conn: Connection) -> None:
+    for name in MIGRATION_4_TABLES:
+        TABLES[name].create(conn, checkfirst=True)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema: world tables, events (the operations ledger), snapshots", _initial_schema),
     Migration(2, "policy epochs: the policy set every decision must have been taken under", _policy_epochs),
     Migration(3, "approvals: S3 actions bound to approver, action hash, epoch and expiry", _approvals),
+    Migration(4, "controller position and facts, subscriptions, blind room answers, run traces",
+              _controller_and_runs),
 )
 
 

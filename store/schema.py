@@ -404,6 +404,76 @@ snapshots = Table(
     sqlite_with_rowid=False,
 )
 
+# -- migration 4: the controller's durable position and facts, subscriptions, blind answers, run traces ------
+
+controller_positions = Table(
+    "controller_positions", metadata,
+    _id("world_id", primary_key=True),
+    Column("position", BigInteger, nullable=False),   # seq of the last event whose step is committed
+    Column("steps", BigInteger, nullable=False),      # steps committed (decisions made) so far
+    Column("updated_at_us", BigInteger, nullable=False),
+    Column("version", BigInteger, nullable=False),
+    sqlite_with_rowid=False,
+)
+
+controller_facts = Table(
+    "controller_facts", metadata,
+    _id("world_id", primary_key=True),
+    Column("fact_id", String(300), primary_key=True),
+    Column("kind", String(50), nullable=False),
+    Column("fact", J, nullable=False),
+    Column("active", Boolean, nullable=False),
+    Column("updated_at_us", BigInteger, nullable=False),
+    Column("version", BigInteger, nullable=False),
+    Index("ix_controller_facts_active", "world_id", "active"),
+    sqlite_with_rowid=False,
+)
+
+subscriptions = Table(
+    "subscriptions", metadata,
+    _id("agent_id", primary_key=True),
+    Column("subject_id", String(300), primary_key=True),
+    Column("active", Boolean, nullable=False),
+    Column("created_at_us", BigInteger, nullable=False),
+    Column("updated_at_us", BigInteger, nullable=False),
+    Column("version", BigInteger, nullable=False),
+    Index("ix_subscriptions_subject", "subject_id", "active"),
+    sqlite_with_rowid=False,
+)
+
+room_answers = Table(
+    "room_answers", metadata,
+    _id("room_id", primary_key=True),
+    _id("agent_id", primary_key=True),
+    _id("memory_id", nullable=False),                 # the private answer; its scope becomes the room's on reveal
+    Column("revealed", Boolean, nullable=False),
+    Column("committed_at_us", BigInteger, nullable=False),
+    Column("revealed_at_us", BigInteger),
+    Column("version", BigInteger, nullable=False),
+    sqlite_with_rowid=False,
+)
+
+traces = Table(
+    "traces", metadata,
+    _id("trace_id", primary_key=True),                # the wake's id: one run, one trace
+    _id("agent_id", nullable=False),
+    _id("worker_id", nullable=False),
+    Column("outcome", String(20), nullable=False),
+    Column("decision", String(20), nullable=False),
+    Column("retrieved_refs", J, nullable=False),
+    Column("tools", J, nullable=False),
+    Column("decisions", J, nullable=False),
+    Column("commits", J, nullable=False),
+    Column("cost", J, nullable=False),
+    Column("started_at_us", BigInteger, nullable=False),
+    Column("finished_at_us", BigInteger, nullable=False),
+    Column("latency_us", BigInteger, nullable=False),
+    Column("result", Text),
+    Column("version", BigInteger, nullable=False),
+    Index("ix_traces_agent", "agent_id", "finished_at_us"),
+    sqlite_with_rowid=False,
+)
+
 # The operations ledger, as a view of the log (each operation appends exactly one event).
 OPERATIONS_VIEW = ("CREATE VIEW IF NOT EXISTS operations AS SELECT op_id, command, request_hash, actor_id, "
                    "result, event_id, seq AS event_seq, created_at_us FROM events")
@@ -412,7 +482,8 @@ OPERATIONS_VIEW = ("CREATE VIEW IF NOT EXISTS operations AS SELECT op_id, comman
 STATE_TABLES: tuple[Table, ...] = (
     agents, sessions, state_entries, tasks, artifacts, artifact_versions, memory, wakes, handoffs,
     receipts, topology_versions, topology_edges, rooms, room_members, provenance_edges, messages,
-    deliveries, policy_epochs, approvals,
+    deliveries, policy_epochs, approvals, controller_positions, controller_facts, subscriptions, room_answers,
+    traces,
 )
 TABLES: dict[str, Table] = {t.name: t for t in metadata.sorted_tables}
 

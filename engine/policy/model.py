@@ -25,7 +25,7 @@ class CapabilityClass(StrEnum):
 
 # Every action of every kind, by capability class (docs/policy-contract.md).
 _MUTATIONS: dict[str, tuple[str, ...]] = {
-    "agent": ("register", "update", "grant", "unregister"),
+    "agent": ("register", "update", "grant", "unregister", "subscribe"),
     "state": ("write",),
     "task": ("create", "assign", "claim", "complete", "fail", "release", "abort"),
     "artifact": ("create", "version"),
@@ -33,7 +33,7 @@ _MUTATIONS: dict[str, tuple[str, ...]] = {
     "wake": ("enqueue", "claim", "ack", "cancel"),
     "handoff": ("create", "accept", "complete", "reject"),
     "receipt": ("create",),
-    "room": ("create", "join", "leave", "close"),
+    "room": ("create", "join", "leave", "close", "discuss", "answer", "distill"),
     "topology": ("write",),
     "channel": ("send",),
     "message": ("claim", "ack"),
