@@ -10,6 +10,7 @@ from store.changes import Change, CommitOutcome, Insert, Provenance, StoredOpera
 from store.database import Database, DatabaseOptions
 from store.gateway import CommitHook, commit, lookup_operation
 from store.migrations import LATEST, current_version, migrate
+from store.notify import Listener
 from store.reads import Reader, Row
 from store.schema import STATE_TABLES, primary_key
 
@@ -44,6 +45,12 @@ class Store:
     def on_commit(self, hook: CommitHook) -> None:
         """Call ``hook(request)`` after every successful commit in this process (wake signals)."""
         self._hooks = (*self._hooks, hook)
+
+    def listener(self) -> Listener | None:
+        """A cross-process commit listener (PostgreSQL ``LISTEN``); ``None`` on SQLite, which has none."""
+        if self.db.dialect != "postgresql":
+            return None
+        return Listener(self.db.engine.url.render_as_string(hide_password=False))
 
     def close(self) -> None:
         self.db.dispose()

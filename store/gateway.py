@@ -47,6 +47,8 @@ CommitHook = Callable[[WriteRequest], None]
 
 
 _LOG_LOCK = 0x504D5702  # the advisory lock that orders log appends on PostgreSQL
+EVENTS_CHANNEL = "pmw_events"  # NOTIFY channel: a commit happened (workers and controllers wake on it)
+_NOTIFY = f"NOTIFY {EVENTS_CHANNEL}"
 
 
 class _DuplicateOperationError(Exception):
@@ -203,6 +205,7 @@ class _Tx:
         self._apply_changes(changes)
         self.cur.execute("SELECT pg_advisory_xact_lock(%(k)s)", {"k": _LOG_LOCK})
         self.append_event(request, changes)
+        self.cur.execute(_NOTIFY)  # delivered to listeners on commit only (store.notify)
 
     def _apply_changes(self, changes: list[Insert | Update]) -> None:
         for change in changes:

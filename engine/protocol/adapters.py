@@ -8,7 +8,7 @@ A rule-based agent that scenarios script, and a callable adapter for LLM-backed 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import Field
 
@@ -45,14 +45,72 @@ class Handoff(Model):
     goal: str = Field(min_length=1)
 
 
-Effect = SetState | CompleteTask | StoreMemory | Handoff
+class AppendEvent(Model):
+    """Record a fact about the work (e.g. ``claim.asserted`` {term, claim, value}, ``conflict.resolved``
+    {term}, ``review.requested``) as an event; the controller's rules read it."""
+
+    effect: Literal["append_event"] = "append_event"
+    event_type: str = Field(min_length=1, max_length=100, pattern=r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
+    payload: Payload = Field(default_factory=dict)
+    subject_kind: str = Field(default="world", min_length=1, max_length=50)
+    subject_id: str = Field(default="world", min_length=1, max_length=256)
+
+
+class Subscribe(Model):
+    effect: Literal["subscribe"] = "subscribe"
+    subject_id: str = Field(min_length=1, max_length=256)
+    active: bool = True
+
+
+class JoinRoom(Model):
+    effect: Literal["join_room"] = "join_room"
+    room_id: Id
+
+
+class LeaveRoom(Model):
+    effect: Literal["leave_room"] = "leave_room"
+    room_id: Id
+
+
+class Discuss(Model):
+    effect: Literal["discuss"] = "discuss"
+    room_id: Id
+    body: str = Field(min_length=1, max_length=8000)
+
+
+class CommitAnswer(Model):
+    """Blind-then-join: a private answer, revealed to the room once every member has committed."""
+
+    effect: Literal["commit_answer"] = "commit_answer"
+    room_id: Id
+    content: str = Field(min_length=1, max_length=8000)
+
+
+class ProposeMemory(Model):
+    effect: Literal["propose_memory"] = "propose_memory"
+    memory_id: Id
+
+
+class AcceptHandoff(Model):
+    effect: Literal["accept_handoff"] = "accept_handoff"
+    handoff_id: Id
+
+
+class CompleteHandoff(Model):
+    effect: Literal["complete_handoff"] = "complete_handoff"
+    handoff_id: Id
+    result: Payload = Field(default_factory=dict)
+
+
+Effect = (SetState | CompleteTask | StoreMemory | Handoff | AppendEvent | Subscribe | JoinRoom | LeaveRoom | Discuss
+          | CommitAnswer | ProposeMemory | AcceptHandoff | CompleteHandoff)
 
 
 class AgentDecision(Model):
     """What the agent decided (``NO_ACTION`` is a legal outcome) and the effects it wants."""
 
     decision: Decision
-    effects: list[Effect] = Field(default_factory=list, max_length=64)
+    effects: list[Annotated[Effect, Field(discriminator="effect")]] = Field(default_factory=list, max_length=64)
     reason: str | None = Field(default=None, max_length=4000)
 
 
@@ -77,6 +135,22 @@ class RuleAgent:
         return AgentDecision(decision=Decision.NO_ACTION, reason="no rule matched")
 
 
+class HumanProxy:
+    """A human in the loop. The human decides from the CLI (``pmw human decide``: approve, override, assign,
+    join ...), which queues a decision for the human's agent as ``instruction``s; on each wake the proxy
+    takes the oldest instruction queued for it. With none queued it answers ``REQUEST`` (the human was
+    asked, nothing else happened), never an invented decision."""
+
+    def __init__(self, instructions: Callable[[str], AgentDecision | None]) -> None:
+        self.instructions = instructions
+
+    def run(self, agent_state: Agent, world_view: WorldView, event: Wake) -> AgentDecision:
+        decided = self.instructions(agent_state.agent_id)
+        if decided is not None:
+            return decided
+        return AgentDecision(decision=Decision.REQUEST, reason=f"waiting for {agent_state.agent_id} to decide")
+
+
 class CallableAdapter:
     """Wraps any function (an LLM call, in production) that maps a JSON context to a JSON decision. The
     context carries the agent, the projection and the wake, never a transcript."""
@@ -90,5 +164,6 @@ class CallableAdapter:
         return AgentDecision.model_validate(self.fn(context))
 
 
-__all__ = ["AgentAdapter", "AgentDecision", "CallableAdapter", "CompleteTask", "Effect", "Handoff", "RuleAgent",
-           "SetState", "StoreMemory"]
+__all__ = ["AcceptHandoff", "AgentAdapter", "AgentDecision", "AppendEvent", "CallableAdapter", "CommitAnswer",
+           "CompleteHandoff", "CompleteTask", "Discuss", "Effect", "Handoff", "HumanProxy", "JoinRoom", "LeaveRoom",
+           "ProposeMemory", "RuleAgent", "SetState", "StoreMemory", "Subscribe"]

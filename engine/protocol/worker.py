@@ -4,20 +4,51 @@ Effects go through the World (PDP, then gateway) with operation ids derived from
 effect's position, so a worker that dies after an effect committed and before the ack never repeats it:
 the wake is claimed again once its lease expires, the same operation ids replay their stored results, and
 the wake ends in exactly one receipt with a typed outcome (acted, no_action, denied, conflict, failed).
+
+Every effect carries the wake's chain as its correlation id (and the operation id names the wake), so
+the controller can tell how deep in a cascade the resulting events are. The ack writes the run's trace
+(seed 000 §55: what was retrieved, used, decided and committed, cost and latency; never the agent's
+reasoning) in the same transaction as the receipt.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import orjson
+
 from engine.errors import ConflictError, PMWError, PolicyDenied, PolicyUnavailable
 from engine.models.agents import Agent
 from engine.models.receipts import Decision, Outcome, Receipt
+from engine.models.traces import TraceBody
 from engine.models.wakes import Wake
-from engine.protocol.adapters import AgentAdapter, AgentDecision, CompleteTask, Effect, Handoff, SetState
+from engine.protocol.adapters import (
+    AcceptHandoff,
+    AgentAdapter,
+    AgentDecision,
+    AppendEvent,
+    CommitAnswer,
+    CompleteTask,
+    Discuss,
+    Effect,
+    Handoff,
+    JoinRoom,
+    LeaveRoom,
+    ProposeMemory,
+    SetState,
+    StoreMemory,
+    Subscribe,
+)
 from engine.world import Cause, World
+from engine.world.projection import WorldView
 
 DEFAULT_LEASE_S = 30.0
+MAX_TRACE_REFS = 200
+
+
+class SimulatedCrash(Exception):
+    """Raised by a worker told to crash (simulations, crash tests): it stops after the effects and before
+    the ack, exactly as a killed process would. The wake stays leased; nothing else is undone."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +69,7 @@ class Worker:
         self.worker_id = worker_id
         self.adapters = adapters
         self.lease_seconds = lease_seconds
+        self.crash_before_ack = 0  # crash (SimulatedCrash) this many times, each after a wake's effects
 
     def run_once(self, agent_id: str | None = None) -> Cycle | None:
         """Claim and run the most urgent due wake (of ``agent_id``, if given); ``None`` if none is due."""
@@ -57,37 +89,43 @@ class Worker:
         return cycles
 
     def run_wake(self, wake: Wake) -> Cycle:
+        started = self.world.clock.now_us()
         adapter = self.adapters.get(wake.target_agent)
         if adapter is None:
-            return self._finish(wake, None, Outcome.FAILED, f"no adapter for {wake.target_agent}")
+            return self._finish(wake, None, Outcome.FAILED, f"no adapter for {wake.target_agent}", started)
         try:
             agent = self.world.get_agent(wake.target_agent, actor=wake.target_agent)  # rehydrate, re-checked
             view = self.world.project_world(wake.target_agent)                        # observe
         except PolicyDenied as exc:
-            return self._finish(wake, None, Outcome.DENIED, exc.message)
+            return self._finish(wake, None, Outcome.DENIED, exc.message, started)
         recorded = self.world.recorded_decision(wake.wake_id)  # a retried wake replays its decision
         decided = (AgentDecision.model_validate(recorded.decision) if recorded is not None
                    else adapter.run(agent, view, wake))                                # decide
         self.world.record_decision(self.worker_id, wake.wake_id, agent.agent_id, decided.model_dump(mode="json"))
-        return self._act(wake, agent, decided)
+        return self._act(wake, agent, view, decided, started)
 
-    def _act(self, wake: Wake, agent: Agent, decided: AgentDecision) -> Cycle:
+    def _act(self, wake: Wake, agent: Agent, view: WorldView, decided: AgentDecision, started: int) -> Cycle:
         if decided.decision is Decision.NO_ACTION or not decided.effects:
-            return self._finish(wake, decided, Outcome.NO_ACTION, decided.reason)
+            return self._finish(wake, decided, Outcome.NO_ACTION, decided.reason, started, view=view)
+        chain = wake.payload.get("chain")
+        cause = Cause(causation_id=wake.cause_event_id,
+                      correlation_id=chain if isinstance(chain, str) and chain else wake.wake_id)
         refs: list[str] = []
         for index, effect in enumerate(decided.effects):
             try:
-                refs.append(self._apply(agent.agent_id, effect, f"{wake.wake_id}:{index}",
-                                        Cause(causation_id=wake.cause_event_id, correlation_id=wake.wake_id)))
+                refs.append(self._apply(agent.agent_id, effect, f"{wake.wake_id}:{index}", cause))
             except PolicyDenied as exc:
-                return self._finish(wake, decided, Outcome.DENIED, exc.message, refs)
+                return self._finish(wake, decided, Outcome.DENIED, exc.message, started, refs, view)
             except ConflictError as exc:
-                return self._finish(wake, decided, Outcome.CONFLICT, exc.message, refs)
+                return self._finish(wake, decided, Outcome.CONFLICT, exc.message, started, refs, view)
             except PolicyUnavailable:
                 raise  # fail closed: the wake stays leased and is retried after the lease
             except PMWError as exc:
-                return self._finish(wake, decided, Outcome.FAILED, exc.message, refs)
-        return self._finish(wake, decided, Outcome.ACTED, decided.reason, refs)
+                return self._finish(wake, decided, Outcome.FAILED, exc.message, started, refs, view)
+        if self.crash_before_ack > 0:
+            self.crash_before_ack -= 1
+            raise SimulatedCrash(f"{self.worker_id} crashed before acking {wake.wake_id}")
+        return self._finish(wake, decided, Outcome.ACTED, decided.reason, started, refs, view)
 
     def _apply(self, actor: str, effect: Effect, op_id: str, cause: Cause) -> str:
         w = self.world
@@ -99,15 +137,55 @@ class Worker:
         if isinstance(effect, Handoff):
             return w.create_handoff(actor, effect.target_agent, effect.task_id, effect.goal, op_id=op_id,
                                     cause=cause).handoff_id
-        return w.store_memory(actor, effect.content, effect.epistemic_type, op_id=op_id, cause=cause).memory_id
+        if isinstance(effect, StoreMemory):
+            return w.store_memory(actor, effect.content, effect.epistemic_type, op_id=op_id, cause=cause).memory_id
+        if isinstance(effect, AppendEvent):
+            return w.append_event(actor, effect.event_type, effect.payload, subject_kind=effect.subject_kind,
+                                  subject_id=effect.subject_id, op_id=op_id, cause=cause).event_id
+        if isinstance(effect, Subscribe):
+            sub = w.subscribe(actor, effect.subject_id, active=effect.active, op_id=op_id, cause=cause)
+            return f"{sub.agent_id}/{sub.subject_id}"
+        if isinstance(effect, JoinRoom):
+            return w.join_room(actor, effect.room_id, op_id=op_id, cause=cause).room_id
+        if isinstance(effect, LeaveRoom):
+            return w.leave_room(actor, effect.room_id, op_id=op_id, cause=cause).room_id
+        if isinstance(effect, Discuss):
+            w.discuss(actor, effect.room_id, effect.body, op_id=op_id, cause=cause)
+            return effect.room_id
+        if isinstance(effect, CommitAnswer):
+            w.commit_answer(actor, effect.room_id, effect.content, op_id=op_id, cause=cause)
+            return effect.room_id
+        if isinstance(effect, ProposeMemory):
+            return w.propose_memory(actor, effect.memory_id, op_id=op_id, cause=cause).memory_id
+        if isinstance(effect, AcceptHandoff):
+            return w.accept_handoff(actor, effect.handoff_id, op_id=op_id, cause=cause).handoff_id
+        return w.complete_handoff(actor, effect.handoff_id, effect.result, op_id=op_id, cause=cause).handoff_id
 
     def _finish(self, wake: Wake, decided: AgentDecision | None, outcome: Outcome, reason: str | None,
-                refs: list[str] | None = None) -> Cycle:
+                started: int, refs: list[str] | None = None, view: WorldView | None = None) -> Cycle:
+        trace = TraceBody(
+            worker_id=self.worker_id, retrieved_refs=_retrieved(view)[:MAX_TRACE_REFS],
+            tools=[e.effect for e in decided.effects] if decided else [],
+            decisions=[{"decision": decided.decision.value, "reason": decided.reason,
+                        "effects": len(decided.effects)}] if decided else [],
+            commits=refs or [], started_at_us=started, result=reason,
+            cost={"context_items": len(_retrieved(view)),
+                  "context_bytes": len(orjson.dumps(view.model_dump(mode="json"))) if view else 0,
+                  "effects": len(decided.effects) if decided else 0})
         receipt = self.world.ack_wake(
             self.worker_id, wake.wake_id, (decided.decision if decided else Decision.NO_ACTION).value,
             outcome=outcome.value, reason=reason, action_refs=refs or [], op_id=f"{wake.wake_id}:ack",
-            observed_state_version=wake.base_state_version)
+            observed_state_version=wake.base_state_version, trace=trace)
         return Cycle(wake=wake, decision=decided, receipt=receipt)
 
 
-__all__ = ["Cycle", "Worker"]
+def _retrieved(view: WorldView | None) -> list[str]:
+    """The references of what the run was shown (ids, never contents)."""
+    if view is None:
+        return []
+    return [*(f"task:{t.task_id}" for t in view.tasks), *(f"state:{s.key}" for s in view.state),
+            *(f"memory:{m.memory_id}" for m in (*view.shared_facts, *view.working_memory)),
+            *(f"handoff:{h.handoff_id}" for h in view.handoffs), *(f"room:{r.room_id}" for r in view.rooms)]
+
+
+__all__ = ["Cycle", "SimulatedCrash", "Worker"]

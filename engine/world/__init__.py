@@ -13,6 +13,7 @@ from engine.settings import Settings, ensure_sqlite_parent
 from engine.sources import Clock, IdSource
 from engine.world.artifacts import ArtifactCalls
 from engine.world.channels import ChannelCalls
+from engine.world.controller_steps import ControllerStepCalls
 from engine.world.core import Cause, WorldCore
 from engine.world.decisions import DecisionCalls
 from engine.world.handoffs import HandoffCalls
@@ -24,6 +25,7 @@ from engine.world.revocation import RevocationCalls, RevocationReport
 from engine.world.rooms import RoomCalls
 from engine.world.snapshots import SnapshotCalls, SnapshotRef
 from engine.world.state import EventRef, StateCalls
+from engine.world.subscriptions import SubscriptionCalls
 from engine.world.tasks import TaskCalls
 from engine.world.topology import TopologyCalls
 from engine.world.wakes import WakeCalls
@@ -32,7 +34,7 @@ from store import DatabaseOptions, Store
 
 class World(ChannelCalls, StateCalls, TaskCalls, ArtifactCalls, MemoryCalls, WakeCalls, HandoffCalls,
             TopologyCalls, RoomCalls, ProjectionCalls, SnapshotCalls, PolicyEpochCalls, PermissionCalls,
-            RevocationCalls, DecisionCalls, WorldCore):
+            RevocationCalls, DecisionCalls, SubscriptionCalls, ControllerStepCalls, WorldCore):
     """One persistent shared world over one store."""
 
     @classmethod

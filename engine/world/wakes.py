@@ -15,6 +15,7 @@ from pydantic import Field
 from engine.errors import AlreadyExists, InvalidInput, LeaseHeld, NotFound, VersionConflict
 from engine.models.common import Id, Model, Payload, Priority, Refs, TimeUs
 from engine.models.receipts import Decision, Outcome, Receipt, ReceiptBody
+from engine.models.traces import Trace, TraceBody
 from engine.models.wakes import WAKE_LIFECYCLE, EnqueueResult, Wake, WakeStatus
 from engine.policy.enforcement import Check
 from engine.validation import build, check_id, parse_enum
@@ -124,16 +125,18 @@ class WakeCalls(WorldCore):
         return plan
 
     def ack_wake(self, worker: str, wake_id: str, decision: str = "no_action", *, outcome: str | None = None,
-                 op_id: str | None = None, cause: Cause | None = None, **receipt: Any) -> Receipt:
-        """Finish a claimed wake: mark it acked and write its one receipt, in one transaction.
-        Only the lease owner may ack (``LeaseHeld`` otherwise)."""
+                 op_id: str | None = None, cause: Cause | None = None, trace: TraceBody | None = None,
+                 **receipt: Any) -> Receipt:
+        """Finish a claimed wake: mark it acked and write its one receipt (and the run's ``trace``, if
+        given), in one transaction. Only the lease owner may ack (``LeaseHeld`` otherwise)."""
         check_id("wake_id", wake_id)
         d = parse_enum("decision", Decision, decision)
         o = parse_enum("outcome", Outcome, outcome) if outcome is not None else _OUTCOME_OF.get(d, Outcome.ACTED)
         wake = self._load(Wake, "wakes", "wake", wake_id, wake_id=wake_id)
         req = build(WriteReceipt, agent_id=wake.target_agent, decision=d, outcome=o, wake_id=wake_id, **receipt)
-        return self._write("ack_wake", wake.target_agent, req, lambda now: self._plan_finish(worker, req, "ack", now),
-                           Receipt, op_id=op_id, cause=cause)
+        return self._write("ack_wake", wake.target_agent, req,
+                           lambda now: self._plan_finish(worker, req, "ack", now, trace), Receipt, op_id=op_id,
+                           cause=cause)
 
     def cancel_wake(self, actor: str, wake_id: str, reason: str, *, outcome: str = "suppressed",
                     op_id: str | None = None, cause: Cause | None = None) -> Receipt:
@@ -166,16 +169,22 @@ class WakeCalls(WorldCore):
     def _receipt(self, req: WriteReceipt, now: int) -> Receipt:
         return Receipt(receipt_id=self.ids.new("rcp"), created_at_us=now, **req.model_dump())
 
-    def _plan_finish(self, actor: str, req: WriteReceipt, action: str, now: int) -> Plan:
+    def _plan_finish(self, actor: str, req: WriteReceipt, action: str, now: int,
+                     trace: TraceBody | None = None) -> Plan:
         assert req.wake_id is not None
 
         def check(w: Wake) -> None:
             if action == "ack" and w.lease_owner != actor:
                 raise LeaseHeld(w.wake_id, w.lease_owner, w.lease_until_us)
         rec = self._receipt(req, now)
-        insert = Insert("receipts", rec.model_dump(mode="json"), "receipt", f"for wake {req.wake_id}")
+        inserts = [Insert("receipts", rec.model_dump(mode="json"), "receipt", f"for wake {req.wake_id}")]
+        if trace is not None:
+            done = Trace(**trace.model_dump(), trace_id=req.wake_id, agent_id=req.agent_id,
+                         outcome=req.outcome.value, decision=req.decision.value, finished_at_us=now,
+                         latency_us=max(0, now - trace.started_at_us), version=1)
+            inserts.append(Insert("traces", done.model_dump(mode="json"), "trace", req.wake_id))
         plan, _ = self._transition(Wake, "wakes", "wake", req.wake_id, WAKE_LIFECYCLE, action, now,
-                                   check=check, extra=[insert],
+                                   check=check, extra=inserts,
                                    payload={"decision": req.decision.value, "outcome": req.outcome.value,
                                             "reason": req.reason, "receipt_id": rec.receipt_id})
         plan.result = rec
@@ -194,6 +203,23 @@ class WakeCalls(WorldCore):
         if target_agent is not None:
             where["target_agent"] = check_id("target_agent", target_agent)
         return self._list(Wake, "wakes", "wake", actor, where, order_by=("created_at_us", "wake_id"), limit=limit)
+
+    def get_trace(self, wake_id: str, *, actor: str | None = None) -> Trace:
+        """The trace of the run that answered ``wake_id`` (readable by whoever may read the wake)."""
+        check_id("wake_id", wake_id)
+        row = self._row("traces", "trace", wake_id, trace_id=wake_id)
+        self._may_read(actor, "wake", wake_id, self._row("wakes", "wake", wake_id, wake_id=wake_id))
+        return Trace.model_validate(row)
+
+    def list_traces(self, *, agent_id: str | None = None, limit: int = 100, actor: str | None = None) -> list[Trace]:
+        """The most recent traces (of ``agent_id``), newest first, those of wakes ``actor`` may read."""
+        where = {"agent_id": check_id("agent_id", agent_id)} if agent_id is not None else {}
+        rows = self.store.read.rows("traces", where, order_by=("finished_at_us", "trace_id"), limit=limit,
+                                    descending=True)
+        wakes = [w for r in rows if (w := self.store.read.get("wakes", wake_id=r["trace_id"])) is not None]
+        readable = {w["wake_id"] for w in self._readable(actor, "wake", wakes, "wake_id")}
+        rows = [r for r in rows if r["trace_id"] in readable]
+        return [Trace.model_validate(r) for r in rows]
 
     def get_receipt(self, receipt_id: str, *, actor: str | None = None) -> Receipt:
         check_id("receipt_id", receipt_id)

@@ -1,0 +1,295 @@
+"""The controller in the loop: a follower of the world's event log that commits the controller's steps.
+
+On start it reads the controller's position and stored facts from SQL and rebuilds the durable_rules host
+from them (no rule fires). Then, for each event after the position, in log order (PostgreSQL hands out
+log positions in commit order, so none is skipped):
+
+1. the event's chain is recovered: an event written for a wake (operation id ``<wake_id>:...``) continues
+   that wake's chain at ``depth + 1``; an event the controller wrote (``ctl:<world>:<seq>:...``) continues
+   the chain of the event it answered; any other event starts a chain of its own at depth 0;
+2. the world facts it implies are derived from its recorded row changes (:mod:`engine.runloop.world_facts`);
+3. the controller observes it; if that decided or changed anything:
+4. the decisions that are World calls (rooms, topology edges, contests, refreshes) are made by the
+   controller agent, each under the PDP, with operation ids ``ctl:<world>:<seq>:<n>``;
+5. the step (position, facts, wakes, suppressions) is committed in one transaction, operation id
+   ``ctl:<world>:<seq>``.
+
+A crash anywhere leaves a state the next start resumes from: before step 5 the position is unchanged and
+the event is observed again (the same decisions, deterministically; the World calls of step 4 return
+their stored results), after it the event is done. Any failure rebuilds the controller from SQL, so its
+memory never runs ahead of what was committed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.controller import Controller
+from engine.controller.decisions import (
+    AnyDecision,
+    Contest,
+    ForceRefresh,
+    Suppress,
+    TopologyOp,
+    TopologyProposal,
+    WakeTarget,
+)
+from engine.controller.durable_host import RuleSet
+from engine.controller.facts import Fact
+from engine.errors import AlreadyExists, PMWError, PolicyUnavailable, VersionConflict
+from engine.runloop.world_facts import fact_changes
+from engine.world import Cause, World
+from engine.world.controller_steps import ControllerStep, StepFact, StepWake
+
+CONTROLLER_AGENT = "pmw-controller"
+CONTROLLER_CAPABILITIES = ("room.open", "state.write", "topology.write")
+# Runtime bookkeeping that no rule reads: observing it could only cost time (and the controller's own
+# step events must never feed back into it).
+SKIPPED_EVENTS = frozenset({"controller.step", "agent.decided", "wake.claim", "policy.activated",
+                            "policy.denied"})
+_WAKE_OP = re.compile(r"^(wak_[0-9a-f]+):")
+_CTL_OP = re.compile(r"^ctl:[^:]+:(\d+):")
+_CHAIN_CACHE = 10_000
+_MAX_CHAIN_LOOKUP = 8
+
+
+@dataclass
+class DrainStats:
+    """What one :meth:`ControllerLoop.drain` did."""
+
+    events: int = 0
+    steps: int = 0
+    wakes: int = 0
+    suppressed: int = 0
+    decisions: int = 0
+    failed_followups: list[str] = field(default_factory=list)
+
+
+def ensure_controller_agent(world: World, governor: str) -> str:
+    """Register the controller's own agent (once) and have ``governor`` grant it what its decisions need:
+    opening rooms, writing topology edges, recording contests and refresh demands."""
+    if world.store.read.get("agents", agent_id=CONTROLLER_AGENT) is None:
+        world.register_agent(CONTROLLER_AGENT, "PMW controller", "controller", f"t-{CONTROLLER_AGENT}")
+        world.activate_session(f"term:t-{CONTROLLER_AGENT}")
+        world.grant(governor, CONTROLLER_AGENT, capabilities=list(CONTROLLER_CAPABILITIES))
+    return CONTROLLER_AGENT
+
+
+class ControllerLoop:
+    """Follows ``world``'s log with the rules in ``rule_dir`` as the controller of ``world_id``."""
+
+    def __init__(self, world: World, rule_dir: Path | str, *, world_id: str = "main",
+                 actor: str = CONTROLLER_AGENT, batch: int = 256) -> None:
+        self.world = world
+        self.world_id = world_id
+        self.actor = actor
+        self.batch = batch
+        self.controller = Controller(world_id, rule_dir)
+        self._facts: dict[str, Fact] = {}
+        self._version = 0
+        self._seen = 0
+        self._chains: OrderedDict[int, tuple[int, str, int]] = OrderedDict()
+        self._loaded = False
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Load the rules (first start) and rebuild the controller from the committed position and facts."""
+        if not self._loaded:
+            self.controller.load()
+            self._loaded = True
+        pos = self.world.controller_position(self.world_id)
+        facts = self.world.controller_facts(self.world_id)
+        position = pos.position if pos else 0
+        self.controller.rebuild(facts, position=position)
+        self._facts = {f["id"]: f for f in facts}
+        self._version = pos.version if pos else 0
+        self._seen = position
+
+    def reload_rules(self, rule_dir: Path | str | None = None) -> RuleSet:
+        """Hot reload (optionally from another directory): a bad rule set raises ``RuleFileError`` and the
+        rules in force stay."""
+        previous = self.controller.rule_dir
+        if rule_dir is not None:
+            self.controller.rule_dir = Path(rule_dir)
+        try:
+            return self.controller.reload()
+        except BaseException:
+            self.controller.rule_dir = previous
+            raise
+
+    def close(self) -> None:
+        self.controller.close()
+        self._loaded = False
+
+    @property
+    def position(self) -> int:
+        """The last event read (observed or skipped)."""
+        return self._seen
+
+    def pending(self) -> bool:
+        """Whether the log has events this follower has not read."""
+        return self.world.store.read.last_seq() > self._seen
+
+    # -- the loop -------------------------------------------------------------------------------------------
+
+    def drain(self, max_events: int = 100_000) -> DrainStats:
+        """Observe the events after the position (at most ``max_events``), committing each step."""
+        stats = DrainStats()
+        while stats.events < max_events:
+            rows = self.world.store.read.events(self._seen, min(self.batch, max_events - stats.events))
+            if not rows:
+                break
+            for row in rows:
+                stats.events += 1
+                if not self._one(row, stats):
+                    break  # rebuilt from SQL: read again from the committed position
+        return stats
+
+    def _one(self, row: Mapping[str, Any], stats: DrainStats) -> bool:
+        """Observe one event and commit its step; False if the controller had to be rebuilt instead."""
+        seq = int(row["seq"])
+        if row["event_type"] in SKIPPED_EVENTS:
+            self._seen = seq
+            return True
+        depth, chain, origin = self._chain(row)
+        event = {k: row[k] for k in ("seq", "event_id", "event_type", "actor_id", "subject_kind", "payload",
+                                     "causation_id", "created_at_us")}
+        event.update(subject_id=str(row["subject_id"])[:256], correlation_id=chain, cascade_depth=depth,
+                     chain_origin_us=origin)
+        upserts, retracts = fact_changes(row, self._facts)
+        try:
+            step = self.controller.observe_step(event, upserts=upserts, retracts=retracts)
+            if step.decisions or step.changes.upserted or step.changes.retracted:
+                self._commit(row, chain, step.decisions, step.changes.upserted, step.changes.retracted, stats)
+        except (VersionConflict, AlreadyExists):
+            # another controller committed this position first, or a wake key was queued meanwhile:
+            # continue from what is committed (a queued key is skipped the next time)
+            self.start()
+            return False
+        except BaseException:
+            self.start()  # the controller's memory must never run ahead of what was committed
+            raise
+        self._seen = seq
+        return True
+
+    def _commit(self, row: Mapping[str, Any], chain: str, decisions: tuple[AnyDecision, ...],
+                upserted: tuple[Fact, ...], retracted: tuple[str, ...], stats: DrainStats) -> None:
+        seq = int(row["seq"])
+        cause = Cause(causation_id=row["event_id"], correlation_id=chain)
+        records: list[dict[str, Any]] = []
+        wakes: list[StepWake] = []
+        for d in decisions:
+            record: dict[str, Any] = {"kind": d.kind, "rule": d.rule, **d.signature()}
+            record.pop("world", None)
+            if isinstance(d, WakeTarget):
+                wakes.append(StepWake(target_agent=d.agent, cause=d.cause, idempotency_key=d.idempotency_key,
+                                      depth=d.depth, chain=d.chain, origin_us=d.origin_us,
+                                      cause_event_id=row["event_id"], rule=d.rule))
+            elif isinstance(d, Suppress):
+                stats.suppressed += 1
+            else:
+                error = self._follow_up(d, f"ctl:{self.world_id}:{seq}:{d.index}", cause)
+                if error is not None:
+                    record["error"] = error
+                    stats.failed_followups.append(f"{seq}:{d.index}:{error}")
+            records.append(record)
+        step = ControllerStep(
+            world_id=self.world_id, position=seq, expected_version=self._version,
+            upserts=[StepFact(fact_id=f["id"], kind=f["kind"], fact=f) for f in upserted],
+            retracts=list(retracted), wakes=wakes, decisions=records)
+        result = self.world.commit_controller_step(self.actor, step, cause=cause)
+        self._version = result.version
+        for fact_id in retracted:
+            self._facts.pop(fact_id, None)
+        for f in upserted:
+            self._facts[f["id"]] = f
+        stats.steps += 1
+        stats.wakes += len(result.wake_ids)
+        stats.decisions += len(decisions)
+
+    def _follow_up(self, d: AnyDecision, op: str, cause: Cause) -> str | None:
+        """Carry out a decision that is a World call; the error code if the World refused it."""
+        w, me = self.world, self.actor
+        try:
+            if isinstance(d, TopologyProposal):
+                self._topology(d, op, cause)
+            elif isinstance(d, Contest):
+                w.append_event(me, "claim.contested", {"term": d.term, "claims": list(d.claims),
+                                                       "agents": list(d.agents), "reason": d.reason},
+                               subject_kind="claim", subject_id=d.term, op_id=op, cause=cause)
+            elif isinstance(d, ForceRefresh):
+                w.append_event(me, "context.refresh_required", {"agent": d.agent, "reason": d.reason},
+                               subject_kind="agent", subject_id=d.agent, op_id=op, cause=cause)
+            # RouteReview: its wake is a WakeTarget of the same step; the record is the decision itself
+        except PolicyUnavailable:
+            raise
+        except PMWError as exc:
+            return exc.code
+        return None
+
+    def _topology(self, d: TopologyProposal, op: str, cause: Cause) -> None:
+        w, me = self.world, self.actor
+        if d.op is TopologyOp.SHARE:
+            for n, (src, dst) in enumerate(zip(d.agents, d.agents[1:], strict=False)):
+                w.set_topology_edge(me, src, dst, "info", reason=d.reason, op_id=f"{op}.{n}", cause=cause)
+        elif d.op is TopologyOp.ISOLATE:
+            edges = w.get_topology(actor=me).edges
+            touching = [e for e in edges if e.edge_type.value == "info"
+                        and (e.source_agent in d.agents or e.target_agent in d.agents)]
+            for n, e in enumerate(sorted(touching, key=lambda e: (e.source_agent, e.target_agent))):
+                w.set_topology_edge(me, e.source_agent, e.target_agent, "info", active=False, reason=d.reason,
+                                    op_id=f"{op}.{n}", cause=cause)
+        elif d.op is TopologyOp.JOIN and d.room is not None:
+            try:
+                w.create_room(me, d.reason, members=list(d.agents), room_id=d.room, op_id=f"{op}.open", cause=cause)
+            except AlreadyExists:
+                for n, agent in enumerate(d.agents):
+                    w.join_room(me, d.room, agent_id=agent, op_id=f"{op}.join{n}", cause=cause)
+                return
+            w.leave_room(me, d.room, op_id=f"{op}.leave", cause=cause)  # the controller convenes, never sits in
+        elif d.op is TopologyOp.LEAVE and d.room is not None:
+            if d.close:
+                w.close_room(me, d.room, op_id=f"{op}.close", cause=cause)
+            else:
+                for n, agent in enumerate(d.agents):
+                    w.leave_room(me, d.room, agent_id=agent, op_id=f"{op}.leave{n}", cause=cause)
+
+    # -- chains ---------------------------------------------------------------------------------------------
+
+    def _chain(self, row: Mapping[str, Any], hops: int = 0) -> tuple[int, str, int]:
+        """(depth, chain, origin) of the event ``row`` (see the module docstring)."""
+        seq = int(row["seq"])
+        cached = self._chains.get(seq)
+        if cached is not None:
+            return cached
+        found = self._derive_chain(row, hops)
+        self._chains[seq] = found
+        if len(self._chains) > _CHAIN_CACHE:
+            self._chains.popitem(last=False)
+        return found
+
+    def _derive_chain(self, row: Mapping[str, Any], hops: int) -> tuple[int, str, int]:
+        op = str(row["op_id"])
+        own = (0, str(row["correlation_id"] or row["event_id"]), int(row["created_at_us"]))
+        if (m := _WAKE_OP.match(op)) is not None:
+            wake = self.world.store.read.get("wakes", wake_id=m[1])
+            if wake is None:
+                return own
+            p = wake["payload"] or {}
+            if isinstance(p.get("depth"), int) and isinstance(p.get("chain"), str):
+                return p["depth"] + 1, p["chain"], int(p.get("origin_us") or wake["created_at_us"])
+            return 1, str(wake["wake_id"]), int(wake["created_at_us"])  # a wake queued by hand starts a chain
+        if (m := _CTL_OP.match(op)) is not None and hops < _MAX_CHAIN_LOOKUP:
+            source = self.world.store.read.events(int(m[1]) - 1, 1)
+            if source and int(source[0]["seq"]) == int(m[1]):
+                return self._chain(source[0], hops + 1)
+        return own
+
+
+__all__ = ["CONTROLLER_AGENT", "ControllerLoop", "DrainStats", "ensure_controller_agent"]

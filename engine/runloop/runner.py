@@ -1,0 +1,177 @@
+"""Running the world: the controller follower and a worker, in one process.
+
+:class:`InProcessRunner` is what tests, simulations and ``pmw worker`` use. One *round* lets the controller
+observe every new event (committing its steps: wakes, suppressions, topology) and then lets the worker run
+every wake that is due. A run is *quiet* when a round finds no new event and no due wake at the current
+time. Time is the world's clock: with a :class:`~engine.sources.ManualClock` (tests, simulations) nothing
+moves unless the caller advances it, or asks :meth:`run_until_quiet` to jump to the next due time.
+
+:meth:`serve` is the long-running form: rounds until stopped, sleeping on :class:`CommitSignal` (an
+in-process signal; ``LISTEN/NOTIFY`` on PostgreSQL) with a bounded fallback poll in between.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.controller.durable_host import RuleSet
+from engine.errors import PolicyUnavailable
+from engine.protocol.adapters import AgentAdapter
+from engine.protocol.worker import Cycle, SimulatedCrash, Worker
+from engine.runloop.follower import ControllerLoop, DrainStats, ensure_controller_agent
+from engine.runloop.signals import DEFAULT_POLL_S, CommitSignal
+from engine.sources import ManualClock
+from engine.world import World
+
+DEFAULT_RULES = Path(__file__).resolve().parents[2] / "rules"
+
+
+@dataclass
+class RunStats:
+    """What a run did (summed over its rounds)."""
+
+    rounds: int = 0
+    events: int = 0
+    steps: int = 0
+    decisions: int = 0
+    wakes: int = 0
+    suppressed: int = 0
+    cycles: int = 0
+    crashes: int = 0
+    unavailable: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+    failed_followups: list[str] = field(default_factory=list)
+
+    def add_drain(self, d: DrainStats) -> None:
+        self.events += d.events
+        self.steps += d.steps
+        self.decisions += d.decisions
+        self.wakes += d.wakes
+        self.suppressed += d.suppressed
+        self.failed_followups += d.failed_followups
+
+    def add_cycle(self, c: Cycle) -> None:
+        self.cycles += 1
+        self.outcomes[c.receipt.outcome.value] += 1
+
+
+class InProcessRunner:
+    """The controller of ``world_id`` (rules from ``rule_dir``) and one worker with ``adapters``."""
+
+    def __init__(self, world: World, *, adapters: dict[str, AgentAdapter], rule_dir: Path | str = DEFAULT_RULES,
+                 governor: str = "gov", worker_id: str = "worker-1", world_id: str = "main",
+                 lease_seconds: float = 30.0, controller: bool = True) -> None:
+        self.world = world
+        self.governor = governor
+        self.loop = ControllerLoop(world, rule_dir, world_id=world_id) if controller else None
+        self.worker = Worker(world, worker_id, adapters, lease_seconds=lease_seconds)
+        self._signal: CommitSignal | None = None
+
+    @property
+    def adapters(self) -> dict[str, AgentAdapter]:
+        """The worker's adapters by agent id; replace one to swap an agent's model mid-task."""
+        return self.worker.adapters
+
+    def start(self) -> None:
+        """Register the controller's agent if needed, then rebuild the controller from SQL."""
+        if self.loop is not None:
+            ensure_controller_agent(self.world, self.governor)
+            self.loop.start()
+
+    def reload_rules(self, rule_dir: Path | str | None = None) -> RuleSet:
+        if self.loop is None:
+            raise RuntimeError("this runner has no controller")
+        return self.loop.reload_rules(rule_dir)
+
+    def crash_worker_mid_cycle(self, times: int = 1) -> None:
+        """The next ``times`` wakes that act are abandoned after their effects, before the ack: the wake
+        stays leased until its lease expires, then it is re-run from its recorded decision."""
+        self.worker.crash_before_ack += times
+
+    # -- running ----------------------------------------------------------------------------------------------
+
+    def round(self, stats: RunStats, *, max_cycles: int = 1000) -> bool:
+        """One round; True if it did anything."""
+        stats.rounds += 1
+        did = False
+        if self.loop is not None:
+            drained = self.loop.drain()
+            stats.add_drain(drained)
+            did = drained.events > 0
+        for _ in range(max_cycles):
+            try:
+                cycle = self.worker.run_once()
+            except SimulatedCrash:
+                stats.crashes += 1
+                did = True
+                continue
+            except PolicyUnavailable:
+                stats.unavailable += 1  # fail closed: the wake stays leased; nothing more can be decided now
+                return did
+            if cycle is None:
+                break
+            stats.add_cycle(cycle)
+            did = True
+        return did
+
+    def run_until_quiet(self, max_rounds: int = 10_000, *, advance_clock: bool = False,
+                        horizon_us: int | None = None) -> RunStats:
+        """Rounds until a round does nothing (at most ``max_rounds``). With ``advance_clock`` (a
+        :class:`ManualClock` only) a quiet world jumps to the next time a wake falls due (a deferred wake,
+        an expired lease), up to ``horizon_us``, and goes on."""
+        stats = RunStats()
+        for _ in range(max_rounds):
+            if self.round(stats):
+                continue
+            if not (advance_clock and self._advance(horizon_us)):
+                break
+        return stats
+
+    def _advance(self, horizon_us: int | None) -> bool:
+        clock = self.world.clock
+        if not isinstance(clock, ManualClock):
+            raise TypeError("advance_clock needs the world's clock to be a ManualClock")
+        now = clock.now_us()
+        due = self.next_due_us()
+        if due is None or due <= now or (horizon_us is not None and due > horizon_us):
+            return False
+        clock.advance((due - now) / 1_000_000)
+        return True
+
+    def next_due_us(self) -> int | None:
+        """The next time a wake falls due: a pending wake's not-before, or a leased wake's lease end (+1 µs)."""
+        times = [int(w["not_before_us"]) for w in self.world.store.read.rows("wakes", {"status": "pending"})]
+        times += [int(w["lease_until_us"]) + 1 for w in self.world.store.read.rows("wakes", {"status": "claimed"})
+                  if w["lease_until_us"] is not None]
+        return min(times, default=None)
+
+    def serve(self, stop: threading.Event, *, poll_s: float = DEFAULT_POLL_S, max_rounds: int | None = None,
+              until_idle: bool = False) -> RunStats:
+        """Run rounds until ``stop`` is set (or ``max_rounds``; or, with ``until_idle``, the first quiet
+        round), sleeping on commits between quiet rounds, never longer than ``poll_s``."""
+        stats = RunStats()
+        signal = self._signal or CommitSignal(self.world)
+        self._signal = signal
+        limit = max_rounds if max_rounds is not None else 1 << 62
+        for _ in range(limit):
+            if stop.is_set():
+                break
+            if self.round(stats):
+                continue
+            if until_idle:
+                break
+            signal.wait(poll_s)
+        return stats
+
+    def close(self) -> None:
+        if self._signal is not None:
+            self._signal.close()
+            self._signal = None
+        if self.loop is not None:
+            self.loop.close()
+
+
+__all__ = ["DEFAULT_RULES", "InProcessRunner", "RunStats"]

@@ -1,0 +1,160 @@
+"""The controller's durable steps: what it decided for one event, committed in one transaction.
+
+A step holds, for the event at ``position``:
+
+* the compare-and-set of the controller's position (two controllers of one world cannot both commit it);
+* the stored facts it upserted and retracted (``controller_facts``: its mirror, rebuilt from SQL on start);
+* the wakes it decided, inserted with their idempotency keys (a key already queued is skipped);
+* its other decisions and every suppression with its reason, in the step event's payload.
+
+The operation id is ``ctl:<world>:<position>``, so a controller that crashed after the commit and observes
+the event again gets the stored result back: nothing is committed twice. The step is runtime bookkeeping
+(the controller's own decisions about the queue), so it is not decided by the PDP; each wake it queues is
+decided when it is claimed, under the target agent's authority, and the controller's topology changes
+are ordinary World calls the PDP decides.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from engine.errors import VersionConflict
+from engine.models.common import Id, JsonValue, Model, TimeUs
+from engine.models.wakes import Wake, WakeStatus
+from engine.validation import build, check_id
+from engine.world.core import Cause, Plan, WorldCore
+from store import Change, Insert, Update
+
+MAX_STEP_WAKES = 1000
+MAX_STEP_FACTS = 5000
+
+
+class StepWake(Model):
+    """A wake the controller decided: target, cause, idempotency key and its chain (depth, chain, origin)."""
+
+    target_agent: Id
+    cause: str = Field(min_length=1, max_length=200)
+    idempotency_key: str = Field(min_length=1, max_length=256)
+    depth: int = Field(ge=0)
+    chain: str = Field(min_length=1, max_length=300)
+    origin_us: TimeUs
+    cause_event_id: Id | None = None
+    rule: str
+
+
+class StepFact(Model):
+    fact_id: str = Field(min_length=1, max_length=300)
+    kind: str = Field(min_length=1, max_length=50)
+    fact: dict[str, JsonValue]
+
+
+class ControllerStep(Model):
+    world_id: Id
+    position: int = Field(ge=1)
+    expected_version: int = Field(ge=0)  # 0: no position stored yet
+    upserts: list[StepFact] = Field(default_factory=list, max_length=MAX_STEP_FACTS)
+    retracts: list[str] = Field(default_factory=list, max_length=MAX_STEP_FACTS)
+    wakes: list[StepWake] = Field(default_factory=list, max_length=MAX_STEP_WAKES)
+    decisions: list[dict[str, JsonValue]] = Field(default_factory=list, max_length=MAX_STEP_WAKES)
+
+
+class StepResult(Model):
+    world_id: Id
+    position: int
+    version: int
+    wake_ids: list[Id]
+    skipped_keys: list[str]
+    decisions: int
+
+
+class ControllerPosition(Model):
+    world_id: Id
+    position: int
+    steps: int
+    updated_at_us: TimeUs
+    version: int
+
+
+class ControllerStepCalls(WorldCore):
+    def commit_controller_step(self, actor: str, step: ControllerStep, *, cause: Cause | None = None) -> StepResult:
+        """Commit one controller step (op id ``ctl:<world>:<position>``): a replay returns the stored
+        result; a position moved by another controller is a ``VersionConflict`` with the current version."""
+        req = build(ControllerStep, **step.model_dump())
+        return self._write("controller_step", actor, req, lambda now: self._plan_step(req, now), StepResult,
+                           op_id=f"ctl:{req.world_id}:{req.position}", cause=cause, decided=False)
+
+    def _plan_step(self, req: ControllerStep, now: int) -> Plan:
+        changes: list[Change] = []
+        pos = self.store.read.get("controller_positions", world_id=req.world_id)
+        current = int(pos["version"]) if pos else 0
+        if current != req.expected_version:
+            raise VersionConflict("controller", req.world_id, req.expected_version, current)
+        if pos is None:
+            changes.append(Insert("controller_positions", {
+                "world_id": req.world_id, "position": req.position, "steps": 1, "updated_at_us": now,
+                "version": 1}, "controller", req.world_id))
+        else:
+            changes.append(Update("controller_positions", {"world_id": req.world_id}, current, {
+                "position": req.position, "steps": int(pos["steps"]) + 1, "updated_at_us": now},
+                "controller", req.world_id))
+        changes += self._fact_changes(req, now)
+        wake_ids: list[str] = []
+        skipped: list[str] = []
+        for w in req.wakes:
+            if self.store.read.rows("wakes", {"idempotency_key": w.idempotency_key}, limit=1):
+                skipped.append(w.idempotency_key)  # already queued (by an earlier delivery of the same key)
+                continue
+            self._row("agents", "agent", w.target_agent, agent_id=w.target_agent)
+            wake = Wake(wake_id=self.ids.new("wak"), target_agent=w.target_agent, cause=w.cause,
+                        cause_event_id=w.cause_event_id, status=WakeStatus.PENDING, not_before_us=now,
+                        payload={"depth": w.depth, "chain": w.chain, "origin_us": w.origin_us, "rule": w.rule},
+                        idempotency_key=w.idempotency_key, attempts=0, created_at_us=now, updated_at_us=now,
+                        version=1)
+            changes.append(Insert("wakes", wake.model_dump(mode="json"), "wake", w.idempotency_key))
+            wake_ids.append(wake.wake_id)
+        result = StepResult(world_id=req.world_id, position=req.position, version=current + 1, wake_ids=wake_ids,
+                            skipped_keys=skipped, decisions=len(req.decisions))
+        payload: dict[str, Any] = {"position": req.position, "decisions": req.decisions, "wake_ids": wake_ids,
+                                   "skipped_keys": skipped}
+        provenance = [("event", w.cause_event_id, "wake", wid, "caused")
+                      for w, wid in zip([w for w in req.wakes if w.idempotency_key not in skipped], wake_ids,
+                                        strict=True) if w.cause_event_id]
+        return Plan("controller.step", "controller", req.world_id, result, changes, payload=payload,
+                    provenance=provenance, base_version=current, resulting_version=current + 1)
+
+    def _fact_changes(self, req: ControllerStep, now: int) -> list[Change]:
+        changes: list[Change] = []
+        upserted = {f.fact_id for f in req.upserts}
+        for fact in req.upserts:
+            row = self.store.read.get("controller_facts", world_id=req.world_id, fact_id=fact.fact_id)
+            values = {"kind": fact.kind, "fact": fact.fact, "active": True, "updated_at_us": now}
+            changes.append(Insert("controller_facts", {"world_id": req.world_id, "fact_id": fact.fact_id,
+                                                       **values, "version": 1}, "controller_fact", fact.fact_id)
+                           if row is None else Update("controller_facts",
+                                                      {"world_id": req.world_id, "fact_id": fact.fact_id},
+                                                      int(row["version"]), values, "controller_fact", fact.fact_id))
+        for fact_id in req.retracts:
+            if fact_id in upserted:
+                continue
+            row = self.store.read.get("controller_facts", world_id=req.world_id, fact_id=fact_id)
+            if row is not None and row["active"]:
+                changes.append(Update("controller_facts", {"world_id": req.world_id, "fact_id": fact_id},
+                                      int(row["version"]), {"active": False, "updated_at_us": now},
+                                      "controller_fact", fact_id))
+        return changes
+
+    def controller_position(self, world_id: str) -> ControllerPosition | None:
+        """Where the controller of ``world_id`` stands (``None`` before its first step)."""
+        row = self.store.read.get("controller_positions", world_id=check_id("world_id", world_id))
+        return ControllerPosition.model_validate(row) if row else None
+
+    def controller_facts(self, world_id: str) -> list[dict[str, Any]]:
+        """The controller's stored (active) facts, as committed with its steps."""
+        rows = self.store.read.rows("controller_facts", {"world_id": check_id("world_id", world_id), "active": True},
+                                    order_by=("fact_id",))
+        return [dict(r["fact"]) for r in rows]
+
+
+__all__ = ["ControllerPosition", "ControllerStep", "ControllerStepCalls", "StepFact", "StepResult", "StepWake"]

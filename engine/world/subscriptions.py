@@ -1,0 +1,65 @@
+"""Subscriptions: what an agent follows. An event about a followed subject (a task, a state key, a room ...)
+is a reason to wake the agent; the controller's wake-targeting rules read them as ``subscription`` facts."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from engine.models.common import Id, Model, TimeUs, Version
+from engine.policy.enforcement import Check
+from engine.validation import build, check_id
+from engine.world.core import Cause, Plan, WorldCore
+from store import Change, Insert, Update
+
+
+class Subscription(Model):
+    agent_id: Id
+    subject_id: str = Field(min_length=1, max_length=300)
+    active: bool
+    created_at_us: TimeUs
+    updated_at_us: TimeUs
+    version: Version
+
+
+class Subscribe(Model):
+    agent_id: Id
+    subject_id: str = Field(min_length=1, max_length=300)
+    active: bool
+
+
+class SubscriptionCalls(WorldCore):
+    def subscribe(self, actor: str, subject_id: str, *, agent_id: str | None = None, active: bool = True,
+                  op_id: str | None = None, cause: Cause | None = None) -> Subscription:
+        """``agent_id`` (default: ``actor``) follows ``subject_id`` (``active=False``: stops following).
+        Decided as ``agent:subscribe`` on the subscribing agent (itself, or a governor)."""
+        req = build(Subscribe, agent_id=agent_id or actor, subject_id=subject_id, active=active)
+
+        def plan(now: int) -> Plan:
+            agent = self._row("agents", "agent", req.agent_id, agent_id=req.agent_id)
+            row = self.store.read.get("subscriptions", agent_id=req.agent_id, subject_id=req.subject_id)
+            sub = Subscription(agent_id=req.agent_id, subject_id=req.subject_id, active=req.active,
+                               created_at_us=row["created_at_us"] if row else now, updated_at_us=now,
+                               version=row["version"] + 1 if row else 1)
+            ident = f"{req.agent_id}/{req.subject_id}"
+            change: Change = Insert("subscriptions", sub.model_dump(mode="json"), "subscription", ident) \
+                if row is None else Update("subscriptions", {"agent_id": req.agent_id, "subject_id": req.subject_id},
+                                           row["version"], {"active": req.active, "updated_at_us": now},
+                                           "subscription", ident)
+            return Plan("subscription.changed", "subscription", ident, sub, [change],
+                        payload={"agent_id": req.agent_id, "subject_id": req.subject_id, "active": req.active},
+                        checks=[Check("agent", req.agent_id, "subscribe", agent)])
+        return self._write("subscribe", actor, req, plan, Subscription, op_id=op_id, cause=cause)
+
+    def subscriptions(self, *, agent_id: str | None = None, subject_id: str | None = None) -> list[Subscription]:
+        """Active subscriptions (of ``agent_id`` / to ``subject_id``). Runtime read: who follows what is
+        routing data, not content."""
+        where: dict[str, object] = {"active": True}
+        if agent_id is not None:
+            where["agent_id"] = check_id("agent_id", agent_id)
+        if subject_id is not None:
+            where["subject_id"] = subject_id
+        return [Subscription.model_validate(r) for r in self.store.read.rows(
+            "subscriptions", where, order_by=("agent_id", "subject_id"))]
+
+
+__all__ = ["Subscription", "SubscriptionCalls"]
