@@ -1,20 +1,38 @@
-"""Rooms: open, join, leave, close. Joining a room shares the room's memory, never permissions."""
+"""Rooms: create -> join -> discuss -> commit -> distill -> leave -> close (``docs/rooms.md``).
+
+Joining a room shares the room's memory, never permissions. Blind answers (commit) live in
+:mod:`engine.world.room_answers`; distilling turns room memory into a shared *candidate*, which only the
+memory review path makes shared; a sweep closes rooms whose stop condition holds (zombie rooms).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from engine.errors import NotPermitted
-from engine.models.common import Id, Model, Payload, Text
-from engine.models.rooms import ROOM_LIFECYCLE, Room, RoomMember, RoomStatus
+from engine.errors import IllegalTransition, InvalidInput, NotFound, NotPermitted, VersionConflict
+from engine.models.common import Confidence, Id, Model, Payload, Refs, Text, TimeUs
+from engine.models.memory import EpistemicType, Memory, MemoryScope, MemoryStatus
+from engine.models.rooms import (
+    ROOM_LIFECYCLE,
+    Room,
+    RoomMember,
+    RoomMessage,
+    RoomStatus,
+    StopClause,
+    parse_stop_condition,
+)
 from engine.policy.enforcement import Check
 from engine.validation import build, check_id
-from engine.world.core import Cause, Plan, WorldCore
+from engine.world.core import Cause, Plan
+from engine.world.room_answers import RoomAnswerCalls
 from store import Change, Insert, Update
 
 MAX_ROOM_MEMBERS = 256
+MAX_DISCUSSION = 1000
+# What counts as activity for ``idle:<seconds>`` (a denied attempt by an outsider keeps no room alive).
+ROOM_ACTIVITY = ("room.opened", "room.joined", "room.left", "room.discussed", "room.answered", "room.distilled")
 
 
 class OpenRoom(Model):
@@ -25,6 +43,13 @@ class OpenRoom(Model):
     context_scope: Payload = Field(default_factory=dict)
     authority_scope: Payload = Field(default_factory=dict)
 
+    @field_validator("stop_condition")
+    @classmethod
+    def _grammar(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_stop_condition(value)  # ValueError -> InvalidInput("stop_condition", ...)
+        return value
+
 
 class RoomAction(Model):
     room_id: Id
@@ -32,12 +57,40 @@ class RoomAction(Model):
     agent_id: Id
 
 
-class RoomCalls(WorldCore):
+class Discuss(Model):
+    room_id: Id
+    body: Text
+    payload: Payload = Field(default_factory=dict)
+
+
+class Distill(Model):
+    room_id: Id
+    content: Text
+    source_memory_ids: Refs = Field(min_length=1)
+    epistemic_type: EpistemicType = EpistemicType.INFERENCE
+    confidence: Confidence = 0.5
+
+    @field_validator("source_memory_ids")
+    @classmethod
+    def _distinct(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("a source memory is named twice")
+        return value
+
+
+class CloseStale(Model):
+    room_id: Id
+    stop_condition: str
+    now_us: TimeUs
+
+
+class RoomCalls(RoomAnswerCalls):
     def create_room(self, actor: str, goal: str, *, members: list[str] | None = None, room_id: str | None = None,
                     stop_condition: str | None = None, context_scope: dict[str, Any] | None = None,
                     authority_scope: dict[str, Any] | None = None, op_id: str | None = None,
                     cause: Cause | None = None) -> Room:
-        """Open a room with ``actor`` and ``members`` joined."""
+        """Open a room with ``actor`` and ``members`` joined. ``stop_condition`` follows the grammar of
+        :func:`~engine.models.rooms.parse_stop_condition` (else ``InvalidInput``, nothing written)."""
         req = build(OpenRoom, goal=goal, members=members or [], room_id=room_id, stop_condition=stop_condition,
                     context_scope=context_scope or {}, authority_scope=authority_scope or {})
 
@@ -81,6 +134,8 @@ class RoomCalls(WorldCore):
 
     def leave_room(self, actor: str, room_id: str, *, agent_id: str | None = None, op_id: str | None = None,
                    cause: Cause | None = None) -> RoomMember:
+        """``agent_id`` (default: ``actor``) leaves. In a blind round, if everyone still present has
+        answered, the leave reveals the answers (in the same transaction)."""
         req = build(RoomAction, room_id=room_id, action="leave", agent_id=agent_id or actor)
 
         def plan(now: int) -> Plan:
@@ -88,27 +143,31 @@ class RoomCalls(WorldCore):
                             agent_id=req.agent_id)
             if not row["active"]:
                 raise NotPermitted(actor, "leave", "room", room_id, f"{req.agent_id} is not a member")
+            room_row = self._row("rooms", "room", room_id, room_id=room_id)
             member = RoomMember.model_validate({**row, "active": False, "left_at_us": now,
                                                 "version": row["version"] + 1})
             return Plan("room.left", "room", room_id, member, [Update(
                 "room_members", {"room_id": room_id, "agent_id": req.agent_id}, row["version"],
-                {"active": False, "left_at_us": now}, "room_member", f"{room_id}/{req.agent_id}")],
-                payload={"agent_id": req.agent_id},
-                checks=[Check("room", room_id, "leave", self._row("rooms", "room", room_id, room_id=room_id))])
+                {"active": False, "left_at_us": now}, "room_member", f"{room_id}/{req.agent_id}"),
+                *self._blind_round_on_leave(room_row, req.agent_id, now)],
+                payload={"agent_id": req.agent_id}, checks=[Check("room", room_id, "leave", room_row)])
         return self._write("leave_room", actor, req, plan, RoomMember, op_id=op_id, cause=cause)
 
     def close_room(self, actor: str, room_id: str, *, op_id: str | None = None, cause: Cause | None = None) -> Room:
         """Close the room; every member leaves in the same transaction."""
         req = build(RoomAction, room_id=room_id, action="close", agent_id=actor)
 
-        def plan(now: int) -> Plan:
-            leaves = [Update("room_members", {"room_id": room_id, "agent_id": m["agent_id"]}, m["version"],
-                             {"active": False, "left_at_us": now}, "room_member", f"{room_id}/{m['agent_id']}")
-                      for m in self.store.read.rows("room_members", {"room_id": room_id, "active": True})]
-            p, _ = self._transition(Room, "rooms", "room", room_id, ROOM_LIFECYCLE, "close", now,
-                                    time_field="closed_at_us", extra=leaves, event_type="room.closed")
-            return p
-        return self._write("close_room", actor, req, plan, Room, op_id=op_id, cause=cause)
+        return self._write("close_room", actor, req, lambda now: self._plan_close(room_id, now), Room,
+                           op_id=op_id, cause=cause)
+
+    def _plan_close(self, room_id: str, now: int, payload: dict[str, Any] | None = None) -> Plan:
+        """The one close path: the room closes and every active member leaves, in one transaction."""
+        leaves = [Update("room_members", {"room_id": room_id, "agent_id": m["agent_id"]}, m["version"],
+                         {"active": False, "left_at_us": now}, "room_member", f"{room_id}/{m['agent_id']}")
+                  for m in self.store.read.rows("room_members", {"room_id": room_id, "active": True})]
+        p, _ = self._transition(Room, "rooms", "room", room_id, ROOM_LIFECYCLE, "close", now,
+                                time_field="closed_at_us", extra=leaves, event_type="room.closed", payload=payload)
+        return p
 
     def get_room(self, room_id: str, *, actor: str | None = None) -> Room:
         check_id("room_id", room_id)
@@ -118,3 +177,142 @@ class RoomCalls(WorldCore):
         self.get_room(room_id, actor=actor)
         where: dict[str, Any] = {"room_id": room_id, **({"active": True} if active_only else {})}
         return [RoomMember.model_validate(r) for r in self.store.read.rows("room_members", where)]
+
+    # -- discuss -------------------------------------------------------------------------------------
+
+    def discuss(self, actor: str, room_id: str, body: str, *, payload: dict[str, Any] | None = None,
+                op_id: str | None = None, cause: Cause | None = None) -> RoomMessage:
+        """Say ``body`` in an open room ``actor`` is an active member of (a ``room.discussed`` event; the
+        room's active members read it with :meth:`room_discussion`)."""
+        req = build(Discuss, room_id=room_id, body=body, payload=payload or {})
+        event_id = self.ids.new("evt")
+
+        def plan(now: int) -> Plan:
+            room_row = self._open_room_of_member(actor, req.room_id, "discuss")
+            said = RoomMessage(room_id=req.room_id, event_id=event_id, sender=actor, body=req.body,
+                               payload=req.payload, created_at_us=now)
+            return Plan("room.discussed", "room", req.room_id, said, payload={"body": req.body, "payload": req.payload},
+                        checks=[Check("room", req.room_id, "discuss", room_row)])
+        return self._write("discuss", actor, req, plan, RoomMessage, op_id=op_id, cause=cause, event_id=event_id)
+
+    def room_discussion(self, room_id: str, *, actor: str | None = None, limit: int = 100) -> list[RoomMessage]:
+        """The last ``limit`` (1 to 1000) messages of the room, oldest first. A reader must be allowed to
+        read the room and be one of its active members (``NotPermitted``)."""
+        if not isinstance(limit, int) or not 1 <= limit <= MAX_DISCUSSION:
+            raise InvalidInput("limit", f"{limit!r} is not a whole number from 1 to {MAX_DISCUSSION}")
+        check_id("room_id", room_id)
+        self._get(Room, "rooms", "room", room_id, actor, room_id=room_id)
+        if actor is not None:
+            self._require_room_member(actor, room_id, "read the discussion of")
+        rows = self.store.read.rows("events", {"subject_kind": "room", "subject_id": room_id,
+                                               "event_type": "room.discussed"},
+                                    order_by=("seq",), descending=True, limit=limit)
+        return [RoomMessage(room_id=room_id, event_id=r["event_id"], sender=r["actor_id"], body=r["payload"]["body"],
+                            payload=r["payload"].get("payload", {}), created_at_us=r["created_at_us"], seq=r["seq"])
+                for r in reversed(rows)]
+
+    def _open_room_of_member(self, actor: str, room_id: str, action: str) -> dict[str, Any]:
+        """The room's row, if it is open for ``action`` and ``actor`` is an active member."""
+        room_row = self._row("rooms", "room", room_id, room_id=room_id)
+        ROOM_LIFECYCLE.target(room_id, str(room_row["status"]), action)
+        self._require_room_member(actor, room_id, f"{action} in")
+        return room_row
+
+    # -- distill -------------------------------------------------------------------------------------
+
+    def distill_room(self, actor: str, room_id: str, content: str, *, source_memory_ids: list[str],
+                     epistemic_type: str = "inference", confidence: float = 0.5, op_id: str | None = None,
+                     cause: Cause | None = None) -> Memory:
+        """Distill room memory of ``room_id`` into a shared CANDIDATE owned by ``actor`` (an active
+        member), derived from each source (provenance ``derived_from``: revoking a source revokes it).
+        It is not a shared fact: only the memory review path (review, then promote by a reviewer other
+        than ``actor``) makes it one. Every source must be live room memory of this room the actor may
+        read (``InvalidInput`` / ``NotFound`` / ``PolicyDenied``; nothing written)."""
+        req = build(Distill, room_id=room_id, content=content, source_memory_ids=source_memory_ids,
+                    epistemic_type=epistemic_type, confidence=confidence)
+        return self._write("distill_room", actor, req, lambda now: self._plan_distill(actor, req, now), Memory,
+                           op_id=op_id, cause=cause)
+
+    def _plan_distill(self, actor: str, req: Distill, now: int) -> Plan:
+        room_row = self._open_room_of_member(actor, req.room_id, "distill")
+        sources = self._room_sources(req.room_id, req.source_memory_ids)
+        mid = self.ids.new("mem")
+        mem = Memory(memory_id=mid, scope=MemoryScope.SHARED, owner=actor, room_id=req.room_id,
+                     epistemic_type=req.epistemic_type, content=req.content, source_refs=req.source_memory_ids,
+                     confidence=req.confidence, status=MemoryStatus.CANDIDATE, valid_from_us=now,
+                     created_at_us=now, updated_at_us=now, version=1)
+        row = mem.model_dump(mode="json")
+        return Plan("room.distilled", "room", req.room_id, mem, [Insert("memory", row, "memory", mid)],
+                    payload={"memory_id": mid, "sources": req.source_memory_ids},
+                    provenance=[("memory", s, "memory", mid, "derived_from") for s in req.source_memory_ids],
+                    checks=[Check("room", req.room_id, "distill", room_row),
+                            Check("memory", mid, "create", {**row, "status": ""}),
+                            *(Check("memory", s["memory_id"], "read", s) for s in sources)])
+
+    def _room_sources(self, room_id: str, ids: list[str]) -> list[dict[str, Any]]:
+        rows = {r["memory_id"]: r for r in self.store.read.rows("memory", {"memory_id": ids})}
+        for mid in ids:
+            row = rows.get(mid)
+            if row is None:
+                raise NotFound("memory", mid)
+            if row["scope"] != MemoryScope.ROOM.value or row["room_id"] != room_id:
+                raise InvalidInput("source_memory_ids", f"{mid} is not room memory of {room_id}")
+            if row["status"] in (MemoryStatus.REVOKED.value, MemoryStatus.REJECTED.value):
+                raise InvalidInput("source_memory_ids", f"{mid} is {row['status']}")
+        return [rows[mid] for mid in ids]
+
+    # -- zombie rooms --------------------------------------------------------------------------------
+
+    def close_stale_rooms(self, actor: str, *, now_us: int | None = None) -> list[Room]:
+        """Close every open room whose stop condition holds at ``now_us`` (default: the clock) and that
+        ``actor`` may close (the policy's ``close``; others are left open), each through the one close
+        path. A room closed or changed by someone else meanwhile is skipped. Returns the rooms closed."""
+        check_id("actor", actor)
+        if now_us is not None and (not isinstance(now_us, int) or now_us < 0):
+            raise InvalidInput("now_us", f"{now_us!r} is not a time in microseconds")
+        now = self.clock.now_us() if now_us is None else now_us
+        due = [r for r in self.store.read.rows("rooms", {"status": RoomStatus.OPEN.value}) if self._is_stale(r, now)]
+        if not due:
+            return []
+        decisions = self.policy.decide(actor, [Check("room", r["room_id"], "close", r) for r in due])
+        closed: list[Room] = []
+        for row, decision in zip(due, decisions, strict=True):
+            if decision.allowed("close"):
+                try:
+                    closed.append(self._close_stale(actor, row["room_id"], row["stop_condition"], now))
+                except (IllegalTransition, VersionConflict):
+                    continue  # closed, or no longer stale, by the time it was planned
+        return closed
+
+    def _close_stale(self, actor: str, room_id: str, stop_condition: str, now_us: int) -> Room:
+        req = build(CloseStale, room_id=room_id, stop_condition=stop_condition, now_us=now_us)
+
+        def plan(now: int) -> Plan:
+            row = self._row("rooms", "room", room_id, room_id=room_id)
+            if row["status"] != RoomStatus.OPEN.value or not self._is_stale(row, now_us):
+                raise IllegalTransition("room", room_id, str(row["status"]), "close")
+            return self._plan_close(room_id, now, {"stop_condition": stop_condition, "stale_at_us": now_us})
+        return self._write("close_stale_room", actor, req, plan, Room, op_id=None, cause=None)
+
+    def _is_stale(self, room_row: dict[str, Any], now_us: int) -> bool:
+        """Whether any clause of the room's stop condition holds (a stored condition that does not parse,
+        from before the grammar, never does)."""
+        text = room_row["stop_condition"]
+        try:
+            clauses = parse_stop_condition(text) if text else ()
+        except ValueError:
+            return False
+        return any(self._holds(room_row, c, now_us) for c in clauses)
+
+    def _holds(self, room_row: dict[str, Any], clause: StopClause, now_us: int) -> bool:
+        rid = str(room_row["room_id"])
+        if clause.kind == "members":
+            return not self._active_member_ids(rid)
+        if clause.kind == "answers":
+            answers = self.store.read.rows("room_answers", {"room_id": rid})
+            return bool(answers) and all(a["revealed"] for a in answers)
+        last = self.store.read.rows("events", {"subject_kind": "room", "subject_id": rid,
+                                               "event_type": list(ROOM_ACTIVITY)},
+                                    order_by=("seq",), descending=True, limit=1)
+        since = int(last[0]["created_at_us"]) if last else int(room_row["created_at_us"])
+        return now_us - since >= clause.seconds * 1_000_000
