@@ -1,0 +1,275 @@
+"""The behaviour library: rule-based agents (:class:`~engine.protocol.adapters.RuleAgent`) for scenarios.
+
+An agent decides from what the protocol shows it (its agent row, its projection of the world, the wake),
+never from a transcript; the worker carries its effects out through the PDP and the gateway. Everything
+durable an agent knows is read from the world (progress of a task is the state entry
+``progress:<task>``, a claim already made is ``claimed:<term>:<agent>``, an answer already committed is
+``answered:<room>:<agent>``), so a new conversation or a new model continues where the old one stopped.
+
+| behaviour              | what it does on a wake                                                           |
+| ---------------------- | -------------------------------------------------------------------------------- |
+| `worker`               | answers in a conflict room it sits in; else advances its task by                  |
+|                        | `steps_per_wake` steps (compare-and-set on the progress entry), posts a delta     |
+|                        | (relevance 0.9) when `forward_to` is set, hands the task over after `handoff`     |
+|                        | steps, completes it on the last step and then asserts its `claim`                 |
+| `reviewer`             | asserts its `claim` once a task it follows has progress; answers in a room         |
+| `disagreeing_reviewer` | the same, with a value that contradicts (its `claim.value`)                       |
+| `flaky`                | a worker whose every `fail_every`-th wake acts on a stale read (a conflict)       |
+| `human_governor`       | resolves the conflict of a conflict room once every member has answered         |
+
+The model name (``AgentSpec.model``) is recorded with each decision's reason: a model replacement swaps
+the adapter; the world, not the model, carries the work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from engine.models.agents import Agent
+from engine.models.receipts import Decision
+from engine.models.tasks import TaskStatus
+from engine.models.wakes import Wake
+from engine.protocol.adapters import (
+    AcceptHandoff,
+    AgentAdapter,
+    AgentDecision,
+    AppendEvent,
+    CommitAnswer,
+    CompleteTask,
+    Effect,
+    Handoff,
+    RuleAgent,
+    SetState,
+)
+from engine.world.projection import WorldView
+from simulations.scenario import AgentSpec, Behaviour, BehaviourParams, ClaimSpec
+
+CONFLICT_ROOM_PREFIX = "conflict-"
+DELTA_RELEVANCE = 0.9
+
+
+def progress_key(task_id: str) -> str:
+    return f"progress:{task_id}"
+
+
+def claimed_key(term: str, agent_id: str) -> str:
+    return f"claimed:{term}:{agent_id}"
+
+
+def answered_key(room_id: str, agent_id: str) -> str:
+    return f"answered:{room_id}:{agent_id}"
+
+
+@dataclass
+class Conversation:
+    """What an agent's conversation holds between wakes: only a count of wakes seen (for ``flaky``)
+    and the model it runs on. A conversation replacement starts a new one."""
+
+    model: str
+    wakes_seen: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """How many steps each task needs (from the scenario); unknown tasks take one step."""
+
+    steps: dict[str, int]
+
+    def of(self, task_id: str) -> int:
+        return self.steps.get(task_id, 1)
+
+
+def _state(view: WorldView, key: str) -> tuple[int, dict[str, object] | None]:
+    for entry in view.state:
+        if entry.key == key:
+            value = entry.value if isinstance(entry.value, dict) else None
+            return entry.version, value
+    return 0, None
+
+
+def _step(view: WorldView, task_id: str) -> tuple[int, int]:
+    """The task's committed step and the progress entry's version (0, 0 when it has none)."""
+    version, value = _state(view, progress_key(task_id))
+    step = value.get("step") if value else 0
+    return (step if isinstance(step, int) else 0), version
+
+
+def _my_task(agent: Agent, view: WorldView, wake: Wake) -> str | None:
+    wanted = wake.payload.get("task")
+    live = [t for t in view.tasks if t.status not in (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.ABORTED)]
+    if isinstance(wanted, str):
+        return wanted if any(t.task_id == wanted for t in live) else None
+    mine = sorted(t.task_id for t in live if t.assignee == agent.agent_id
+                  or (t.assignee is None and t.owner_agent == agent.agent_id))
+    return mine[0] if mine else None
+
+
+def _conflict_room(agent: Agent, view: WorldView) -> str | None:
+    rooms = sorted(r.room_id for r in view.rooms if r.room_id.startswith(CONFLICT_ROOM_PREFIX)
+                   and r.status.value == "open")
+    for room_id in rooms:
+        version, _ = _state(view, answered_key(room_id, agent.agent_id))
+        if version == 0:
+            return room_id
+    return None
+
+
+def _decided(effects: list[Effect], reason: str, convo: Conversation, decision: Decision = Decision.ACT
+             ) -> AgentDecision:
+    return AgentDecision(decision=decision, effects=effects, reason=f"[{convo.model}] {reason}")
+
+
+# -- rules -------------------------------------------------------------------------------------------
+
+Rule = Callable[[Agent, WorldView, Wake], AgentDecision | None]
+
+
+def answer_in_room(params: BehaviourParams, convo: Conversation) -> Rule:
+    """In an open conflict room without my answer: commit it blind (and remember that I did)."""
+    def rule(agent: Agent, view: WorldView, wake: Wake) -> AgentDecision | None:
+        room_id = _conflict_room(agent, view)
+        if room_id is None:
+            return None
+        content = params.answer or (f"{params.claim.term}={params.claim.value}" if params.claim else "no view")
+        # a disagreeing reviewer's answer is the value it claimed (read back from the world)
+        claimed = [e.value for e in view.state if e.key.startswith("claimed:") and e.key.endswith(f":{agent.agent_id}")]
+        if params.answer is None and claimed and isinstance(claimed[0], dict):
+            content = f"{params.claim.term if params.claim else 'term'}={claimed[0].get('value')}"
+        effects: list[Effect] = [
+            CommitAnswer(room_id=room_id, content=content),
+            SetState(key=answered_key(room_id, agent.agent_id), expected_version=0, value={"answer": content})]
+        return _decided(effects, f"blind answer in {room_id}", convo, Decision.JOIN)
+    return rule
+
+
+def advance_task(params: BehaviourParams, plan: TaskPlan, convo: Conversation, *, stale: bool = False) -> Rule:
+    """Advance my task from its committed step (``stale``: from one step behind, as a flaky agent does)."""
+    def rule(agent: Agent, view: WorldView, wake: Wake) -> AgentDecision | None:
+        task_id = _my_task(agent, view, wake)
+        if task_id is None:
+            return None
+        step, version = _step(view, task_id)
+        total = plan.of(task_id)
+        if step >= total:
+            return None
+        if stale and version > 0:
+            version -= 1
+        new = min(total, step + params.steps_per_wake)
+        effects: list[Effect] = [SetState(key=progress_key(task_id), expected_version=version,
+                                          value={"step": new, "of": total, "by": agent.agent_id})]
+        if params.forward_to is not None:
+            effects.append(AppendEvent(event_type="delta.posted", subject_kind="task", subject_id=task_id,
+                                       payload={"relevance": DELTA_RELEVANCE, "step": new, "to": params.forward_to}))
+        handoff = params.handoff
+        if handoff is not None and step < handoff.after_steps <= new < total:
+            effects.append(Handoff(target_agent=handoff.to, task_id=task_id,
+                                   goal=f"continue {task_id} from step {new} of {total} ({handoff.representation})"))
+        elif new == total:
+            effects.append(CompleteTask(task_id=task_id, result={"steps": total}))
+            if params.claim is not None and _state(view, claimed_key(params.claim.term, agent.agent_id))[0] == 0:
+                effects += _claim_effects(agent.agent_id, params.claim)
+        return _decided(effects, f"{task_id}: step {step} -> {new} of {total}", convo)
+    return rule
+
+
+def _claim_effects(agent_id: str, claim: ClaimSpec) -> list[Effect]:
+    """The claim as an event the controller reads, and its record in the world (so it is made once)."""
+    return [AppendEvent(event_type="claim.asserted", subject_kind="world", subject_id=claim.term,
+                        payload={"term": claim.term, "claim": f"{agent_id}:{claim.term}", "value": claim.value}),
+            SetState(key=claimed_key(claim.term, agent_id), expected_version=0, value={"value": claim.value})]
+
+
+def assert_claim(params: BehaviourParams, convo: Conversation, *, needs_progress: bool,
+                 contradict: bool = False) -> Rule:
+    """Assert my claim once (the ``claimed:<term>:<me>`` entry is the record that I did); ``contradict``
+    asserts the opposite of the configured value (``not <value>``)."""
+    def rule(agent: Agent, view: WorldView, wake: Wake) -> AgentDecision | None:
+        spec = params.claim
+        if spec is None or _state(view, claimed_key(spec.term, agent.agent_id))[0] > 0:
+            return None
+        if needs_progress and not any(e.key.startswith("progress:") for e in view.state):
+            return None
+        claim = ClaimSpec(term=spec.term, value=f"not {spec.value}") if contradict else spec
+        effects = _claim_effects(agent.agent_id, claim)
+        return _decided(effects, f"claims {claim.term}={claim.value}", convo, Decision.SHARE)
+    return rule
+
+
+def accept_handoff(convo: Conversation) -> Rule:
+    """A handoff waiting for me is accepted first (the task becomes mine; its state is in the world)."""
+    def rule(agent: Agent, view: WorldView, wake: Wake) -> AgentDecision | None:
+        waiting = sorted(h.handoff_id for h in view.handoffs
+                         if h.target_agent == agent.agent_id and h.status.value == "pending")
+        if not waiting:
+            return None
+        return _decided([AcceptHandoff(handoff_id=waiting[0])], f"accepts handoff {waiting[0]}", convo,
+                        Decision.HANDOFF)
+    return rule
+
+
+def resolve_conflict(convo: Conversation) -> Rule:
+    """A conflict room whose answers (two or more ``answered:<room>:<agent>`` records) are all in is resolved:
+    the term is the room's suffix; the decision is the first answer in order (a human's call, scripted).
+    A governor outside the room sees the records, not the room itself."""
+    def rule(agent: Agent, view: WorldView, wake: Wake) -> AgentDecision | None:
+        answers: dict[str, list[str]] = {}
+        for e in view.state:
+            parts = e.key.split(":")
+            if len(parts) == 3 and parts[0] == "answered" and parts[1].startswith(CONFLICT_ROOM_PREFIX):
+                value = e.value.get("answer") if isinstance(e.value, dict) else e.value
+                answers.setdefault(parts[1], []).append(str(value))
+        for room_id, given in sorted(answers.items()):
+            term = room_id[len(CONFLICT_ROOM_PREFIX):]
+            if len(given) < 2 or _state(view, f"resolved:{term}")[0] > 0:
+                continue
+            chosen = sorted(given)[0]
+            effects: list[Effect] = [
+                SetState(key=f"resolved:{term}", expected_version=0, value={"answer": chosen}),
+                AppendEvent(event_type="conflict.resolved", subject_kind="room", subject_id=room_id,
+                            payload={"term": term, "decision": chosen})]
+            return _decided(effects, f"resolved {term}", convo, Decision.VERIFY)
+        return None
+    return rule
+
+
+class Flaky:
+    """Counts wakes in its conversation; every ``fail_every``-th one acts on a stale read."""
+
+    def __init__(self, inner: RuleAgent, stale: RuleAgent, fail_every: int, convo: Conversation) -> None:
+        self.inner = inner
+        self.stale = stale
+        self.fail_every = fail_every
+        self.convo = convo
+
+    def run(self, agent_state: Agent, world_view: WorldView, event: Wake) -> AgentDecision:
+        self.convo.wakes_seen += 1
+        if self.fail_every and self.convo.wakes_seen % self.fail_every == 0:
+            return self.stale.run(agent_state, world_view, event)
+        return self.inner.run(agent_state, world_view, event)
+
+
+def build_behaviour(spec: AgentSpec, plan: TaskPlan, *, behaviour: Behaviour | None = None,
+                    model: str | None = None) -> AgentAdapter:
+    """A fresh adapter (a new conversation) for ``spec``, optionally with another behaviour or model."""
+    kind = behaviour or spec.behaviour
+    p = spec.params
+    convo = Conversation(model=model or spec.model)
+    if kind in ("worker", "flaky"):
+        rules: list[Rule] = [accept_handoff(convo), answer_in_room(p, convo), advance_task(p, plan, convo),
+                             assert_claim(p, convo, needs_progress=True)]
+        agent = RuleAgent(rules)
+        if kind == "flaky":
+            stale = RuleAgent([accept_handoff(convo), answer_in_room(p, convo),
+                               advance_task(p, plan, convo, stale=True)])
+            return Flaky(agent, stale, p.fail_every or 2, convo)
+        return agent
+    if kind in ("reviewer", "disagreeing_reviewer"):
+        return RuleAgent([answer_in_room(p, convo), assert_claim(
+            p, convo, needs_progress=True, contradict=kind == "disagreeing_reviewer")])
+    return RuleAgent([resolve_conflict(convo)])
+
+
+__all__ = ["CONFLICT_ROOM_PREFIX", "Conversation", "TaskPlan", "answered_key", "build_behaviour", "claimed_key",
+           "progress_key"]

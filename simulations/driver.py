@@ -1,0 +1,418 @@
+"""Run a scenario on the real runtime: a real store, the real PDP, the controller and a worker.
+
+:func:`simulate` opens a :class:`~engine.runtime.Runtime` (its own Cerbos PDP, or the one the settings
+name) on a fresh world (a SQLite file in the output folder by default, or ``db_url``) with a
+:class:`~engine.sources.ManualClock` starting at the scenario's clock and :class:`~engine.sources.SeededIds`
+from its seed, so the same file and seed give the same event log. :func:`run_scenario` does the work on a
+world it is given:
+
+1. **setup** at virtual time 0: the governor is bootstrapped; each agent is registered, activated and
+   granted its capabilities and clearance; tasks are created (by their owner) and claimed (by their
+   assignee); state, rooms, subscriptions and topology edges are written; every call is decided by the PDP;
+2. **timeline**: entries are applied in time order (a repeated wake is expanded first, its jitter drawn
+   from the seed). Between two entries an :class:`~engine.runloop.InProcessRunner` runs the world until it
+   is quiet: the controller observes each new event and commits its steps (wakes, suppressions, rooms,
+   topology), the worker runs each due wake through the agent's behaviour; the clock jumps to the next
+   due wake or lease end while that is before the next entry;
+3. **stop** at ``stop.at_s`` (or earlier, with ``all_tasks_done``, once every declared task is done and no
+   wake is queued), or when ``stop.max_rounds`` rounds have run.
+
+Every fault is recorded in the log as a ``sim.fault`` event (``subject_kind`` ``simulation``) written by the
+governor before it is injected, and its observed result as ``sim.fault_result`` afterwards, so the metrics
+are computed from the store alone.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.controller.errors import RuleFileError
+from engine.errors import InvalidInput, PolicyRejected, PolicyUnavailable, VersionConflict
+from engine.models.agents import Agent
+from engine.models.wakes import Wake
+from engine.policy.pdp_process import ManagedPdp
+from engine.protocol.adapters import AgentAdapter, AgentDecision
+from engine.runloop import InProcessRunner, RunStats
+from engine.runtime import Runtime
+from engine.settings import Settings, load_settings, sqlite_file
+from engine.sources import ManualClock, SeededIds
+from engine.world import World
+from engine.world.projection import WorldView
+from simulations.behaviours import TaskPlan, build_behaviour
+from simulations.rules import prepare_rules
+from simulations.scenario import (
+    Behaviour,
+    ClaimEntry,
+    ConversationReplacement,
+    DuplicateDelivery,
+    Entry,
+    GrantEntry,
+    ModelReplacement,
+    PdpOutage,
+    PolicyChange,
+    ResolveEntry,
+    RuleChange,
+    Scenario,
+    StaleWrite,
+    StateWriteEntry,
+    WakeEntry,
+    WorkerCrash,
+)
+
+WORKER_ID = "sim-worker"
+WORLD_ID = "main"
+GOVERNOR_CAPABILITIES = ("state.write", "task.create", "task.assign", "wake.enqueue", "room.open", "topology.write",
+                         "memory.review")
+Progress = Callable[[float], None]
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One timeline entry at one virtual time (a repeated wake becomes several)."""
+
+    at_us: int
+    index: int
+    repeat: int
+    entry: Entry | None  # None: the end of a PDP outage
+
+
+@dataclass
+class Totals:
+    """What the run loop did over the whole run (summed :class:`~engine.runloop.RunStats`)."""
+
+    rounds: int = 0
+    events: int = 0
+    steps: int = 0
+    wakes: int = 0
+    suppressed: int = 0
+    cycles: int = 0
+    crashes: int = 0
+    unavailable: int = 0
+
+    def add(self, s: RunStats) -> None:
+        for name in ("rounds", "events", "steps", "wakes", "suppressed", "cycles", "crashes", "unavailable"):
+            setattr(self, name, getattr(self, name) + getattr(s, name))
+
+
+@dataclass
+class Hooks:
+    """What some faults need from the runtime: the managed PDP (an outage stops and restarts it) and the
+    policy reload (a policy change)."""
+
+    managed_pdp: ManagedPdp | None = None
+    reload_policies: Callable[[Path], object] | None = None
+
+
+@dataclass
+class SimulationRun:
+    """A finished run: the scenario, the world it ran on (still open), the virtual start and stop."""
+
+    scenario: Scenario
+    world: World
+    start_us: int
+    stop_us: int
+    totals: Totals = field(default_factory=Totals)
+
+
+def expand_timeline(s: Scenario, start_us: int) -> list[Planned]:
+    """The timeline as dated entries, in order; repeated wakes are expanded with jitter from the seed."""
+    rng = random.Random(s.seed)
+    stop_us = start_us + _us(s.stop.at_s)
+    planned: list[Planned] = []
+    for index, entry in enumerate(s.timeline):
+        repeats = entry.count if isinstance(entry, WakeEntry) and entry.every_s else 1
+        for n in range(repeats):
+            offset = n * (entry.every_s or 0.0) if isinstance(entry, WakeEntry) else 0.0
+            jitter = rng.uniform(0, entry.jitter_s) if isinstance(entry, WakeEntry) and entry.jitter_s else 0.0
+            planned.append(Planned(min(stop_us, start_us + _us(entry.at + offset + jitter)), index, n, entry))
+        if isinstance(entry, PdpOutage):
+            planned.append(Planned(start_us + _us(entry.at + entry.duration_s), index, 1, None))
+    return sorted(planned, key=lambda p: (p.at_us, p.index, p.repeat))
+
+
+def _us(seconds: float) -> int:
+    return round(seconds * 1_000_000)
+
+
+class Thinking:
+    """An agent that takes ``seconds`` of virtual time to decide: the clock moves between what it observed
+    and what it commits, as it does for a real model."""
+
+    def __init__(self, inner: AgentAdapter, clock: ManualClock, seconds: float) -> None:
+        self.inner = inner
+        self.clock = clock
+        self.seconds = seconds
+
+    def run(self, agent_state: Agent, world_view: WorldView, event: Wake) -> AgentDecision:
+        if self.seconds:
+            self.clock.advance(self.seconds)
+        return self.inner.run(agent_state, world_view, event)
+
+
+class ScenarioDriver:
+    """Sets up a scenario's world and plays its timeline on it through an in-process runner."""
+
+    def __init__(self, scenario: Scenario, world: World, hooks: Hooks | None = None, *, work_dir: Path,
+                 progress: Progress | None = None) -> None:
+        if not isinstance(world.clock, ManualClock):
+            raise TypeError("a simulation needs the world's clock to be a ManualClock")
+        self.s = scenario
+        self.world = world
+        self.clock: ManualClock = world.clock
+        self.hooks = hooks or Hooks()
+        self.progress = progress
+        self.gov = scenario.governor
+        self.plan = TaskPlan({t.id: t.steps for t in scenario.world.tasks})
+        adapters = {a.id: self._adapter(a.id) for a in scenario.agents}
+        self.work_dir = work_dir
+        rule_dir = prepare_rules(scenario.resolve_path(scenario.rules.dir), scenario.rules.constants,
+                                 work_dir / "rules")
+        self.runner = InProcessRunner(world, adapters=adapters, rule_dir=rule_dir, governor=self.gov,
+                                      worker_id=WORKER_ID, world_id=WORLD_ID)
+        self.start_us = self.clock.now_us()
+        self.stop_us = self.start_us + _us(scenario.stop.at_s)
+        self.totals = Totals()
+        self._faults = 0
+
+    def _adapter(self, agent_id: str, *, behaviour: Behaviour | None = None, model: str | None = None
+                 ) -> AgentAdapter:
+        inner = build_behaviour(self.s.agent(agent_id), self.plan, behaviour=behaviour, model=model)
+        return Thinking(inner, self.clock, self.s.clock.think_s)
+
+    # -- setup ----------------------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        w, gov = self.world, self.gov
+        w.bootstrap_governor(gov, "Governor", f"term-{gov}")
+        w.activate_session(f"term:term-{gov}")
+        w.grant(gov, gov, capabilities=list(GOVERNOR_CAPABILITIES))
+        for a in self.s.agents:
+            w.register_agent(a.id, a.id, a.role, f"term-{a.id}")
+            w.activate_session(f"term:term-{a.id}")
+            w.grant(gov, a.id, capabilities=a.capabilities, clearance=a.authority.clearance)
+        for t in self.s.world.tasks:
+            w.create_task(t.owner, t.goal, task_id=t.id)
+            if t.assignee is not None:
+                w.claim_task(t.assignee, t.id)
+        for key, value in sorted(self.s.world.state.items()):
+            w.compare_and_set_state(gov, key, 0, value)
+        for r in self.s.world.rooms:
+            w.create_room(r.opener, r.goal, members=[m for m in r.members if m != r.opener], room_id=r.id)
+        for sub in self.s.world.subscriptions:
+            w.subscribe(gov, sub.subject, agent_id=sub.agent)
+        for e in self.s.world.edges:
+            w.set_topology_edge(gov, e.src, e.dst, e.edge_type)
+        self.runner.start()
+
+    # -- the timeline ---------------------------------------------------------------------------------
+
+    def run(self) -> SimulationRun:
+        """Set up, play the timeline, stop; returns the run (the world stays open)."""
+        self.setup()
+        planned = expand_timeline(self.s, self.start_us)
+        i = 0
+        while self.totals.rounds < self.s.stop.max_rounds:
+            while i < len(planned) and planned[i].at_us <= self.clock.now_us():
+                self._apply(planned[i])
+                i += 1
+            horizon = planned[i].at_us if i < len(planned) else self.stop_us
+            self._run_until_quiet(horizon)
+            self._report_progress()
+            if self._done(i == len(planned)):
+                break
+            now = self.clock.now_us()
+            self.clock.advance(max(0, horizon - now) / 1_000_000)
+        if self.progress is not None:
+            self.progress(1.0)
+        return SimulationRun(self.s, self.world, self.start_us, self.clock.now_us(), self.totals)
+
+    def _run_until_quiet(self, horizon_us: int) -> None:
+        budget = self.s.stop.max_rounds - self.totals.rounds
+        stats = self.runner.run_until_quiet(max_rounds=max(1, budget), advance_clock=True, horizon_us=horizon_us)
+        self.totals.add(stats)
+
+    def _done(self, timeline_over: bool) -> bool:
+        if self.clock.now_us() >= self.stop_us:
+            return True
+        if not (self.s.stop.all_tasks_done and timeline_over):
+            return False
+        tasks = self.world.store.read.rows("tasks", {"task_id": [t.id for t in self.s.world.tasks]})
+        queued = self.world.store.read.rows("wakes", {"status": ["pending", "claimed"]}, limit=1)
+        return all(t["status"] in ("completed", "failed", "aborted") for t in tasks) and not queued
+
+    def _report_progress(self) -> None:
+        if self.progress is not None:
+            span = max(1, self.stop_us - self.start_us)
+            self.progress(min(1.0, (self.clock.now_us() - self.start_us) / span))
+
+    # -- entries --------------------------------------------------------------------------------------
+
+    def _apply(self, p: Planned) -> None:
+        e = p.entry
+        if e is None:
+            self._end_outage(p.index)
+            return
+        if isinstance(e, WakeEntry):
+            self._wake(e, p)
+        elif isinstance(e, ClaimEntry):
+            self.world.append_event(e.agent, "claim.asserted", {"term": e.term, "claim": f"{e.agent}:{e.term}",
+                                                                "value": e.value}, subject_id=e.term)
+        elif isinstance(e, ResolveEntry):
+            self.world.append_event(e.agent, "conflict.resolved", {"term": e.term, "decision": e.value},
+                                    subject_kind="room", subject_id=f"conflict-{e.term}")
+        elif isinstance(e, StateWriteEntry):
+            current = self.world.store.read.get("state_entries", key=e.key)
+            self.world.compare_and_set_state(e.agent, e.key, int(current["version"]) if current else 0, e.value)
+        elif isinstance(e, GrantEntry):
+            self.world.grant(self.gov, e.agent, capabilities=e.capabilities)
+        else:
+            self._fault(e, p)
+
+    def _wake(self, e: WakeEntry, p: Planned) -> None:
+        key = e.key or f"sim:{p.index}:{p.repeat}"
+        if e.key is not None and e.every_s is not None:
+            key = f"{e.key}:{p.repeat}"
+        payload: dict[str, Any] = {"task": e.task} if e.task else {}
+        for _ in range(e.deliveries):
+            self.world.enqueue_wake(self.gov, e.target, e.cause, key, payload=payload)
+
+    def _record(self, kind: str, index: int, **payload: Any) -> None:
+        self._faults += 1
+        self.world.append_event(self.gov, "sim.fault", {"kind": kind, "entry": index, **payload},
+                                subject_kind="simulation", subject_id=f"fault-{index}")
+
+    def _result(self, kind: str, index: int, result: str, **payload: Any) -> None:
+        self.world.append_event(self.gov, "sim.fault_result", {"kind": kind, "entry": index, "result": result,
+                                                               **payload},
+                                subject_kind="simulation", subject_id=f"fault-{index}")
+
+    def _fault(self, e: Entry, p: Planned) -> None:
+        i = p.index
+        if isinstance(e, WorkerCrash):
+            self._record("worker_crash", i)
+            self.runner.crash_worker_mid_cycle()
+        elif isinstance(e, DuplicateDelivery):
+            self._record("duplicate_delivery", i, target=e.target, key=e.key, deliveries=e.deliveries)
+            payload: dict[str, Any] = {"task": e.task} if e.task else {}
+            created = sum(self.world.enqueue_wake(self.gov, e.target, "duplicate_delivery", e.key,
+                                                  payload=payload).created for _ in range(e.deliveries))
+            self._result("duplicate_delivery", i, "delivered", key=e.key, created=created)
+        elif isinstance(e, StaleWrite):
+            self._stale_write(e, i)
+        elif isinstance(e, PdpOutage):
+            self._start_outage(e, i)
+        elif isinstance(e, PolicyChange):
+            self._policy_change(e, i)
+        elif isinstance(e, RuleChange):
+            self._rule_change(e, i)
+        elif isinstance(e, ModelReplacement):
+            self._record("model_replacement", i, agent=e.agent, model=e.model, behaviour=e.behaviour)
+            self.runner.adapters[e.agent] = self._adapter(e.agent, behaviour=e.behaviour, model=e.model)
+        elif isinstance(e, ConversationReplacement):
+            self._record("conversation_replacement", i, agent=e.agent)
+            self.runner.adapters[e.agent] = self._adapter(e.agent)
+
+    def _stale_write(self, e: StaleWrite, i: int) -> None:
+        current = self.world.store.read.get("state_entries", key=e.key)
+        version = int(current["version"]) if current else 0
+        expected = version - e.behind if version >= e.behind else version + e.behind
+        self._record("stale_write", i, agent=e.agent, key=e.key, expected=expected, current=version)
+        try:
+            self.world.compare_and_set_state(e.agent, e.key, expected, {"stale": True, "from": e.agent})
+        except VersionConflict as exc:
+            self._result("stale_write", i, "version_conflict", key=e.key, current=exc.current)
+            return
+        self._result("stale_write", i, "overwrote", key=e.key)
+
+    def _start_outage(self, e: PdpOutage, i: int) -> None:
+        if self.hooks.managed_pdp is None:
+            raise PolicyUnavailable("a pdp_outage needs the runtime's own PDP (not an external PDP address)")
+        self._record("pdp_outage", i, duration_s=e.duration_s)
+        self.hooks.managed_pdp.stop(keep_files=True)
+
+    def _end_outage(self, i: int) -> None:
+        assert self.hooks.managed_pdp is not None
+        self.hooks.managed_pdp.start()
+        refused = self.totals.unavailable
+        self._result("pdp_outage", i, "restored", refused_so_far=refused)
+
+    def _policy_change(self, e: PolicyChange, i: int) -> None:
+        if self.hooks.reload_policies is None:
+            raise PolicyUnavailable("a policy_change needs a runtime that can reload its PDP's policies")
+        self._record("policy_change", i, policy_dir=e.policy_dir)
+        try:
+            self.hooks.reload_policies(self.s.resolve_path(e.policy_dir))
+        except PolicyRejected as exc:
+            self._result("policy_change", i, "rejected", reason=exc.reason[:500])
+            return
+        epoch = self.world.current_policy_epoch()
+        self._result("policy_change", i, "activated", epoch=epoch.epoch if epoch else None)
+
+    def _rule_change(self, e: RuleChange, i: int) -> None:
+        self._record("rule_change", i, rule_dir=e.rule_dir)
+        try:
+            self.runner.reload_rules(prepare_rules(self.s.resolve_path(e.rule_dir), self.s.rules.constants,
+                                                   self.work_dir / f"rules-{i}", strict=False))
+        except RuleFileError as exc:
+            self._result("rule_change", i, "rejected", reason=exc.message[:500])
+            return
+        self._result("rule_change", i, "reloaded")
+
+
+def run_scenario(scenario: Scenario, world: World, *, work_dir: Path, hooks: Hooks | None = None,
+                 progress: Progress | None = None) -> SimulationRun:
+    """Run ``scenario`` on ``world`` (empty but for the runtime's policy epoch; its clock a ManualClock at the
+    scenario's start). Rule files, with the scenario's constants applied, are written under ``work_dir``."""
+    driver = ScenarioDriver(scenario, world, hooks, work_dir=work_dir, progress=progress)
+    try:
+        return driver.run()
+    finally:
+        driver.runner.close()
+
+
+def fresh_sqlite_url(out: Path) -> str:
+    """A new SQLite world in ``out`` (a previous ``world.db`` and its WAL/SHM files are removed)."""
+    out.mkdir(parents=True, exist_ok=True)
+    db = out / "world.db"
+    for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        path.unlink(missing_ok=True)
+    return f"sqlite:///{db.resolve()}"
+
+
+def open_runtime(scenario: Scenario, out: Path, *, db_url: str | None = None,
+                 settings: Settings | None = None) -> Runtime:
+    """A runtime for ``scenario``: its clock at the scenario's start, ids from its seed, a fresh SQLite
+    world in ``out`` unless ``db_url`` names another (which must be empty: ``InvalidInput`` otherwise)."""
+    url = db_url or fresh_sqlite_url(out)
+    base = settings or load_settings()
+    data_dir = {"policy_deploy_root": out / "policy-deploys"} if sqlite_file(url) is None else {}
+    chosen = base.model_copy(update={"db_url": url, "artifact_dir": out / "artifacts", **data_dir})
+    runtime = Runtime.open(chosen, clock=ManualClock(scenario.clock.start_us()), ids=SeededIds(scenario.seed))
+    events = [e for e in runtime.world.store.read.events(0, 10) if e["event_type"] != "policy.activated"]
+    if events:
+        runtime.close()
+        raise InvalidInput("--db", f"a simulation needs an empty world; this one has {len(events)}+ events")
+    return runtime
+
+
+def simulate(scenario: Scenario, out: Path, *, db_url: str | None = None, settings: Settings | None = None,
+             progress: Progress | None = None) -> tuple[SimulationRun, Runtime]:
+    """Open a runtime for ``scenario`` and run it; the caller closes the returned runtime (after
+    reading the metrics). A failure closes it and re-raises."""
+    runtime = open_runtime(scenario, out, db_url=db_url, settings=settings)
+    try:
+        hooks = Hooks(managed_pdp=runtime.managed, reload_policies=runtime.reload_policies)
+        run = run_scenario(scenario, runtime.world, work_dir=out / "work", hooks=hooks, progress=progress)
+    except BaseException:
+        runtime.close()
+        raise
+    return run, runtime
+
+
+__all__ = ["Hooks", "Planned", "ScenarioDriver", "SimulationRun", "Totals", "expand_timeline", "fresh_sqlite_url",
+           "open_runtime", "run_scenario", "simulate"]
+
