@@ -13,6 +13,7 @@ from engine.cli import (
     permissions,
     policy,
     receipts,
+    runloop_cmds,
     state,
     tasks,
     topology,
@@ -74,6 +75,7 @@ for _name, _module in (("agents", agents), ("state", state), ("tasks", tasks), (
     app.add_typer(_module.group, name=_name)
 world_cmds.register(app)
 permissions.register(app)
+runloop_cmds.register(app)
 
 
 def main() -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from engine.world import World
 from engine.runloop import InProcessRunner
+from engine.world import World
 from tests.runloop.support import relay, ring
 
 
