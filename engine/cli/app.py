@@ -13,6 +13,7 @@ from engine.cli import (
     permissions,
     policy,
     receipts,
+    rooms,
     runloop_cmds,
     state,
     tasks,
@@ -71,7 +72,8 @@ def root(
 
 for _name, _module in (("agents", agents), ("state", state), ("tasks", tasks), ("memory", memory),
                        ("wakes", wakes), ("handoffs", handoffs), ("receipts", receipts), ("events", events),
-                       ("artifacts", artifacts), ("topology", topology), ("policy", policy)):
+                       ("artifacts", artifacts), ("topology", topology), ("policy", policy),
+                       ("rooms", rooms)):
     app.add_typer(_module.group, name=_name)
 world_cmds.register(app)
 permissions.register(app)

@@ -5,8 +5,11 @@ from them (no rule fires). Then, for each event after the position, in log order
 log positions in commit order, so none is skipped):
 
 1. the event's chain is recovered: an event written for a wake (operation id ``<wake_id>:...``) continues
-   that wake's chain at ``depth + 1``; an event the controller wrote (``ctl:<world>:<seq>:...``) continues
-   the chain of the event it answered; any other event starts a chain of its own at depth 0;
+   that wake's chain at ``depth + 1``; any other event starts a chain at depth 0 (its correlation id, else
+   itself). The World calls the controller makes for one step share the chain ``ctl:<world>:<seq>``:
+   convening a room is a new episode of coordination, not a hop of the cascade that led to it (so the
+   members are woken even if that cascade woke them already), and the storm rules still bound whatever
+   follows from it;
 2. the world facts it implies are derived from its recorded row changes (:mod:`engine.runloop.world_facts`);
 3. the controller observes it; if that decided or changed anything:
 4. the decisions that are World calls (rooms, topology edges, contests, refreshes) are made by the
@@ -23,7 +26,6 @@ memory never runs ahead of what was committed.
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,9 +55,6 @@ CONTROLLER_CAPABILITIES = ("room.open", "state.write", "topology.write")
 SKIPPED_EVENTS = frozenset({"controller.step", "agent.decided", "wake.claim", "policy.activated",
                             "policy.denied"})
 _WAKE_OP = re.compile(r"^(wak_[0-9a-f]+):")
-_CTL_OP = re.compile(r"^ctl:[^:]+:(\d+):")
-_CHAIN_CACHE = 10_000
-_MAX_CHAIN_LOOKUP = 8
 
 
 @dataclass
@@ -93,7 +92,6 @@ class ControllerLoop:
         self._facts: dict[str, Fact] = {}
         self._version = 0
         self._seen = 0
-        self._chains: OrderedDict[int, tuple[int, str, int]] = OrderedDict()
         self._loaded = False
 
     # -- lifecycle ------------------------------------------------------------------------------------------
@@ -182,6 +180,7 @@ class ControllerLoop:
                 upserted: tuple[Fact, ...], retracted: tuple[str, ...], stats: DrainStats) -> None:
         seq = int(row["seq"])
         cause = Cause(causation_id=row["event_id"], correlation_id=chain)
+        follow_cause = Cause(causation_id=row["event_id"], correlation_id=f"ctl:{self.world_id}:{seq}")
         records: list[dict[str, Any]] = []
         wakes: list[StepWake] = []
         for d in decisions:
@@ -194,7 +193,7 @@ class ControllerLoop:
             elif isinstance(d, Suppress):
                 stats.suppressed += 1
             else:
-                error = self._follow_up(d, f"ctl:{self.world_id}:{seq}:{d.index}", cause)
+                error = self._follow_up(d, f"ctl:{self.world_id}:{seq}:{d.index}", follow_cause)
                 if error is not None:
                     record["error"] = error
                     stats.failed_followups.append(f"{seq}:{d.index}:{error}")
@@ -262,19 +261,8 @@ class ControllerLoop:
 
     # -- chains ---------------------------------------------------------------------------------------------
 
-    def _chain(self, row: Mapping[str, Any], hops: int = 0) -> tuple[int, str, int]:
+    def _chain(self, row: Mapping[str, Any]) -> tuple[int, str, int]:
         """(depth, chain, origin) of the event ``row`` (see the module docstring)."""
-        seq = int(row["seq"])
-        cached = self._chains.get(seq)
-        if cached is not None:
-            return cached
-        found = self._derive_chain(row, hops)
-        self._chains[seq] = found
-        if len(self._chains) > _CHAIN_CACHE:
-            self._chains.popitem(last=False)
-        return found
-
-    def _derive_chain(self, row: Mapping[str, Any], hops: int) -> tuple[int, str, int]:
         op = str(row["op_id"])
         own = (0, str(row["correlation_id"] or row["event_id"]), int(row["created_at_us"]))
         if (m := _WAKE_OP.match(op)) is not None:
@@ -285,10 +273,6 @@ class ControllerLoop:
             if isinstance(p.get("depth"), int) and isinstance(p.get("chain"), str):
                 return p["depth"] + 1, p["chain"], int(p.get("origin_us") or wake["created_at_us"])
             return 1, str(wake["wake_id"]), int(wake["created_at_us"])  # a wake queued by hand starts a chain
-        if (m := _CTL_OP.match(op)) is not None and hops < _MAX_CHAIN_LOOKUP:
-            source = self.world.store.read.events(int(m[1]) - 1, 1)
-            if source and int(source[0]["seq"]) == int(m[1]):
-                return self._chain(source[0], hops + 1)
         return own
 
 
