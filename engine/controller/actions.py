@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -63,7 +64,23 @@ class Activation:
         """``template`` with each ``{alias.field}`` replaced by its value."""
         if "{" not in template:
             return template
-        return PLACEHOLDER.sub(lambda m: str(self.facts[m.group(1)].get(m.group(2))), template)
+        facts = self.facts
+        return "".join(text if alias is None else str(facts[alias].get(text))
+                       for text, alias in _template_parts(template))
+
+
+@lru_cache(maxsize=1024)
+def _template_parts(template: str) -> tuple[tuple[str, str | None], ...]:
+    """A template split once into ``(literal, None)`` and ``(field, alias)`` parts (rendering then needs no
+    regular expression per decision)."""
+    parts: list[tuple[str, str | None]] = []
+    end = 0
+    for m in PLACEHOLDER.finditer(template):
+        parts.append((template[end:m.start()], None))
+        parts.append((m.group(2), m.group(1)))
+        end = m.end()
+    parts.append((template[end:], None))
+    return tuple(p for p in parts if p[1] is not None or p[0])
 
 
 @dataclass(frozen=True, slots=True)
