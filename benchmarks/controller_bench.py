@@ -308,7 +308,7 @@ def run_scenario(sc: Scenario, rounds: int) -> bool:
         for d in step.decisions:
             label = getattr(d, "reason", None) if d.kind == "suppress" else d.kind
             kinds[str(label)] = kinds.get(str(label), 0) + 1
-    med: dict[str, dict[str, float]] = {}
+    med: dict[str, dict[str, Any]] = {}
     for name, rs in runs.items():
         wall = statistics.median(r.wall for r in rs)
         cpu = statistics.median(r.cpu for r in rs)
@@ -339,7 +339,8 @@ def run_scenario(sc: Scenario, rounds: int) -> bool:
     sc.figures = {"events": n_events, "decisions": n_dec, "by_kind": kinds, "live_facts": live,
                   "same_decisions": same, "mismatch": why, "same_order_events": same_order,
                   "controller": med["controller"], "plain": med["plain"], "ratio_wall": ratio,
-                  "ratio_cpu": ratio_cpu, "engine_failures_retried": retried, "pass_rate": rate_ok, "pass_ratio": ratio_ok}
+                  "ratio_cpu": ratio_cpu, "engine_failures_retried": retried, "pass_rate": rate_ok,
+                  "pass_ratio": ratio_ok}
     return same
 
 
@@ -363,12 +364,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.events < 100 or args.rounds < 1:
         ap.error("--events must be >= 100 and --rounds >= 1")
 
-    env = {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count(),
+    load0 = os.getloadavg()
+    env: dict[str, Any] = {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count(),
            "durable_rules": _version("durable_rules"), "pydantic": _version("pydantic"),
-           "loadavg_start": os.getloadavg(), "args": {k: str(v) for k, v in vars(args).items()}}
+           "loadavg_start": load0, "args": {k: str(v) for k, v in vars(args).items()}}
     print(f"controller benchmark: {args.events:,} events x {args.rounds} round(s) per contender and scenario, "
           f"{LIVE_FACTS:,} live facts per world; Python {env['python']}, durable_rules {env['durable_rules']}, "
-          f"{env['cpus']} CPUs, 1-min load average {env['loadavg_start'][0]:.2f}", flush=True)
+          f"{env['cpus']} CPUs, 1-min load average {load0[0]:.2f}", flush=True)
     started = time.perf_counter()
     cpu0 = time.process_time()
     tmp = Path(tempfile.mkdtemp(prefix="pmw-controller-bench-"))
@@ -395,11 +397,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             figures[sc.name] = sc.figures
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    env["loadavg_end"] = os.getloadavg()
+    load1 = env["loadavg_end"] = os.getloadavg()
     figures["total_s"] = time.perf_counter() - started
     figures["total_cpu_s"] = time.process_time() - cpu0
     print(f"\ntotal {figures['total_s']:.0f} s wall, {figures['total_cpu_s']:.0f} s CPU on {os.cpu_count()} CPUs; "
-          f"1-min load average {env['loadavg_start'][0]:.2f} at start, {env['loadavg_end'][0]:.2f} at end. "
+          f"1-min load average {load0[0]:.2f} at start, {load1[0]:.2f} at end. "
           "Targets are reported, never enforced (a benchmark, not a test).")
     if not ok:
         print("the controller and the plain ladder DISAGREE: the comparison above is not valid")
@@ -411,7 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _handoff_only(text: str) -> str:
     """``wake_targeting.yaml`` with only its ``wake_handoff_target`` rule."""
-    import yaml  # type: ignore[import-untyped]
+    import yaml
 
     data = yaml.safe_load(text)
     data["rules"] = [r for r in data["rules"] if r["name"] == "wake_handoff_target"]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml  # type: ignore[import-untyped]
+import yaml
 
 from engine.controller import Step
 from engine.controller.decisions import AnyDecision, ForceRefresh, Suppress, SuppressReason, WakeTarget
