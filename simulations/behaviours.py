@@ -23,6 +23,7 @@ the adapter; the world, not the model, carries the work.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -118,6 +119,7 @@ def _conflict_room(agent: Agent, view: WorldView) -> str | None:
 
 def _decided(effects: list[Effect], reason: str, convo: Conversation, decision: Decision = Decision.ACT
              ) -> AgentDecision:
+    convo.notes.append(reason)  # the conversation's transcript: what this conversation decided, in order
     return AgentDecision(decision=decision, effects=effects, reason=f"[{convo.model}] {reason}")
 
 
@@ -165,13 +167,29 @@ def advance_task(params: BehaviourParams, plan: TaskPlan, convo: Conversation, *
         handoff = params.handoff
         if handoff is not None and step < handoff.after_steps <= new < total:
             effects.append(Handoff(target_agent=handoff.to, task_id=task_id,
-                                   goal=f"continue {task_id} from step {new} of {total} ({handoff.representation})"))
+                                   goal=handoff_context(handoff.representation, convo, task_id, new, total)))
         elif new == total:
             effects.append(CompleteTask(task_id=task_id, result={"steps": total}))
             if params.claim is not None and _state(view, claimed_key(params.claim.term, agent.agent_id))[0] == 0:
                 effects += _claim_effects(agent.agent_id, params.claim)
         return _decided(effects, f"{task_id}: step {step} -> {new} of {total}", convo)
     return rule
+
+
+def handoff_context(representation: str, convo: Conversation, task_id: str, step: int, total: int) -> str:
+    """What the receiving agent is shown about the work so far (H2: the handoff's representation).
+
+    ``transcript``: every decision of the sender's conversation; ``summary``: the last three and a count;
+    ``structured``: the task's state as JSON; ``pointers``: where the state is in the shared world."""
+    if representation == "transcript":
+        return "\n".join([f"continue {task_id}; transcript:", *convo.notes, f"now at step {step} of {total}"])
+    if representation == "summary":
+        return (f"continue {task_id}: {len(convo.notes)} decisions so far, at step {step} of {total}; last: "
+                + "; ".join(convo.notes[-3:]))
+    if representation == "structured":
+        return json.dumps({"task": task_id, "step": step, "of": total, "state": progress_key(task_id)},
+                          sort_keys=True)
+    return f"continue {task_id}; see {progress_key(task_id)}"
 
 
 def _claim_effects(agent_id: str, claim: ClaimSpec) -> list[Effect]:

@@ -74,8 +74,10 @@ def check_expectations(scenario: Scenario, metrics: Metrics) -> dict[str, bool]:
     return results
 
 
-def write_report(out: Path, scenario: Scenario, metrics: Metrics, series: Series, store: Store) -> dict[str, bool]:
-    """Write every output file into ``out``; returns the expectation results."""
+def write_report(out: Path, scenario: Scenario, metrics: Metrics, series: Series, store: Store, *,
+                 plots: bool = True) -> dict[str, bool]:
+    """Write every output file into ``out`` (``plots=False``: all but the PNGs, for quick test runs);
+    returns the expectation results."""
     out.mkdir(parents=True, exist_ok=True)
     expectations = check_expectations(scenario, metrics)
     body = {"metrics": metrics.model_dump(), "expectations": expectations,
@@ -85,10 +87,11 @@ def write_report(out: Path, scenario: Scenario, metrics: Metrics, series: Series
                        "suppress_reasons": series.suppress_reasons}}
     (out / "metrics.json").write_text(json.dumps(body, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     write_events(store, out / "events.jsonl")
-    plot_topology(series.frames, out / "topology.png")
-    plot_wakes(series, out / "wakes.png")
-    plot_conflicts(series, out / "conflicts.png")
-    plot_duplicates(series, out / "duplicates.png")
+    if plots:
+        plot_topology(series.frames, out / "topology.png")
+        plot_wakes(series, out / "wakes.png")
+        plot_conflicts(series, out / "conflicts.png")
+        plot_duplicates(series, out / "duplicates.png")
     (out / "report.md").write_text(_markdown(scenario, metrics, series, expectations), encoding="utf-8")
     (out / "report.html").write_text(_html(scenario, metrics, series, expectations), encoding="utf-8")
     return expectations

@@ -52,22 +52,23 @@ class Result:
 
 
 def run_scenario_file(scenario: Scenario, out: Path, *, db_url: str | None = None,
-                      settings: Settings | None = None, progress: Progress | None = None) -> Result:
+                      settings: Settings | None = None, progress: Progress | None = None,
+                      plots: bool = True) -> Result:
     """Run a loaded scenario into ``out`` (metrics.json, events.jsonl, report.md/.html, PNGs)."""
     run, runtime = simulate(scenario, out, db_url=db_url, settings=settings, progress=progress)
     try:
         metrics, series = compute_metrics(scenario, runtime.world.store, run.start_us, run.stop_us)
-        expectations = write_report(out, scenario, metrics, series, runtime.world.store)
+        expectations = write_report(out, scenario, metrics, series, runtime.world.store, plots=plots)
     finally:
         runtime.close()
     return Result(scenario, metrics, expectations, out)
 
 
 def simulate_file(path: Path, out: Path, *, db_url: str | None = None, seed: int | None = None,
-                  settings: Settings | None = None, progress: Progress | None = None) -> Result:
+                  settings: Settings | None = None, progress: Progress | None = None, plots: bool = True) -> Result:
     """Load ``path`` (``ScenarioError`` before anything is written), then run it into ``out``."""
     scenario = load_scenario(path, {"seed": seed} if seed is not None else None)
-    return run_scenario_file(scenario, out, db_url=db_url, settings=settings, progress=progress)
+    return run_scenario_file(scenario, out, db_url=db_url, settings=settings, progress=progress, plots=plots)
 
 
 def parse_sweep(spec: str) -> tuple[str, list[Any]]:
@@ -101,9 +102,9 @@ def compare(a: Path, b: Path, out: Path, *, db_url: str | None = None, settings:
             progress: Progress | None = None) -> tuple[Result, Result]:
     """Run two scenario files (both validated first) and write the comparison."""
     first, second = load_scenario(a), load_scenario(b)
-    ra = run_scenario_file(first, out / "a", settings=settings,
+    ra = run_scenario_file(first, out / "a", db_url=db_url, settings=settings,
                            progress=(lambda x: progress(x / 2)) if progress else None)
-    rb = run_scenario_file(second, out / "b", settings=settings,
+    rb = run_scenario_file(second, out / "b", db_url=db_url, settings=settings,
                            progress=(lambda x: progress(0.5 + x / 2)) if progress else None)
     names = [first.name, second.name] if first.name != second.name else [f"a: {a.name}", f"b: {b.name}"]
     _write_table(out / "compare", names, [ra.metrics, rb.metrics])

@@ -186,7 +186,7 @@ class DuplicateDelivery(Entry):
     target: AgentId
     task: AgentId | None = None
     key: str = Field(min_length=1, max_length=200)
-    deliveries: int = Field(ge=2, le=1000)
+    deliveries: int = Field(ge=1, le=1000)
 
 
 class StaleWrite(Entry):
