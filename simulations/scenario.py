@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.models.common import ID_PATTERN
 from simulations.errors import ScenarioError, ScenarioTimelineError
+from simulations.rules import declared_constants
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BEHAVIOURS = ("worker", "reviewer", "disagreeing_reviewer", "flaky", "human_governor")
@@ -496,8 +497,14 @@ def _check_timeline(s: Scenario, agents: set[str], fail: Any) -> None:
 
 
 def _check_paths(s: Scenario, fail: Any) -> None:
-    if not s.resolve_path(s.rules.dir).is_dir():
+    rule_dir = s.resolve_path(s.rules.dir)
+    if not rule_dir.is_dir():
         fail(("rules", "dir"), f"rule directory {s.rules.dir!r} not found", timeline=False)
+    declared = declared_constants(rule_dir)
+    for name in s.rules.constants:
+        if name not in declared:
+            fail(("rules", "constants", name), f"no rule file in {s.rules.dir!r} declares constant {name!r}; "
+                 f"declared: {', '.join(sorted(declared))}", timeline=False)
     for i, entry in enumerate(s.timeline):
         field = "policy_dir" if isinstance(entry, PolicyChange) else "rule_dir" if isinstance(entry, RuleChange) else ""
         if field and not s.resolve_path(getattr(entry, field)).is_dir():

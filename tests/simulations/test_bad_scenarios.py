@@ -42,6 +42,8 @@ CASES = [
      ScenarioTimelineError, 11, "timeline.1.task", "'t9'"),
     ("duplicate key", "stop: {at_s: 100}", "stop: {at_s: 100}\nstop: {at_s: 200}", ScenarioError, 3, "stop",
      "duplicate key"),
+    ("unknown rule constant", "stop: {at_s: 100}", "stop: {at_s: 100}\nrules: {constants: {max_dept: 2}}",
+     ScenarioError, 3, "rules.constants.max_dept", "declares constant 'max_dept'"),
     ("YAML syntax", "[task.create, task.work, state.write]", "[task.create, task.work", ScenarioError, 7, "",
      "YAML syntax"),
 ]
