@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from engine.errors import ArtifactCorrupted
+from engine.errors import ArtifactCorrupted, PolicyDenied
 from engine.models.agents import Agent
 from engine.models.receipts import Outcome
 from engine.models.wakes import Wake
@@ -135,10 +135,11 @@ def test_mvp01_a_task_resumes_in_a_new_conversation_from_the_world(pworld: World
     runner.close()
 
 
-@pytest.mark.xfail(strict=True, reason="a due wake of an offline agent makes Worker.run_once raise PolicyDenied "
+@pytest.mark.xfail(strict=True, raises=PolicyDenied,
+                   reason="a due wake of an offline agent makes Worker.run_once raise PolicyDenied "
                    "from World.claim_wake (engine/world/wakes.py claim_wake catches only VersionConflict and "
                    "LeaseHeld; engine/runloop/runner.py round() catches only SimulatedCrash and "
-                   "PolicyUnavailable): the run loop stops and no other agent's wake runs")
+                   "PolicyUnavailable): every round raises, and no wake ordered after it ever runs")
 def test_mvp01_a_wake_for_an_agent_between_conversations_waits_and_blocks_nobody(pworld: World) -> None:
     """MVP test 1, the pause between conversations (P7: sleep is not terminal): a wake that falls due while
     the agent has no live session must not stop the run loop; other agents' wakes run, and the waiting
@@ -147,10 +148,12 @@ def test_mvp01_a_wake_for_an_agent_between_conversations_waits_and_blocks_nobody
     add_agent(pworld, "bob", ["state.write"])
     pworld.detach_session("term:t-alice")
     runner = runner_for(pworld, {"alice": RuleAgent([]), "bob": RuleAgent([])})
-    pworld.enqueue_wake(GOV, "alice", "resume", "resume-alice")
-    pworld.enqueue_wake(GOV, "bob", "work", "work-bob")
+    pworld.enqueue_wake(GOV, "alice", "resume", "resume-alice", priority=1)  # first in the claim order
+    for n in range(3):
+        pworld.enqueue_wake(GOV, "bob", "work", f"work-bob-{n}")
     runner.run_until_quiet(max_rounds=10)                  # raises PolicyDenied today
-    assert [pworld.get_wake(w.wake_id, actor=GOV).status.value for w in wakes_of(pworld, "bob")] == ["acked"]
+    assert [pworld.get_wake(w.wake_id, actor=GOV).status.value for w in wakes_of(pworld, "bob")] == ["acked"] * 3
+    assert pworld.get_wake(wakes_of(pworld, "alice")[0].wake_id, actor=GOV).status.value == "pending"
     reg = pworld.register_agent("alice", "Alice", "worker", "t-alice-2")
     pworld.activate_session(f"session:{reg.session.session_id}")
     runner.run_until_quiet(max_rounds=10)
