@@ -17,6 +17,7 @@ from store.plan_sql import plan_clause, table_of
 from store.schema import (
     STATE_TABLES,
     TABLES,
+    agents,
     deliveries,
     events,
     memory,
@@ -90,10 +91,12 @@ class Reader:
         return out
 
     def due_wakes(self, now_us: int, limit: int, target_agent: str | None = None) -> list[Row]:
-        """Pending wakes due now, and claimed wakes whose lease expired: highest priority first."""
+        """Pending wakes due now, and claimed wakes whose lease expired: highest priority first. A wake
+        whose target is offline waits (it is not due until the agent is back) and blocks nobody."""
         due = or_(and_(wakes.c.status == "pending", wakes.c.not_before_us <= now_us),
                   and_(wakes.c.status == "claimed", wakes.c.lease_until_us < now_us))
-        stmt = select(wakes).where(due)
+        online = select(agents.c.agent_id).where(agents.c.status != "offline")
+        stmt = select(wakes).where(due, wakes.c.target_agent.in_(online))
         if target_agent is not None:
             stmt = stmt.where(wakes.c.target_agent == target_agent)
         stmt = stmt.order_by(wakes.c.priority.desc(), wakes.c.not_before_us, wakes.c.wake_id).limit(limit)

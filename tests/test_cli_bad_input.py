@@ -43,7 +43,8 @@ BAD_ID = "bad id!"
 DENIED = "policy_denied"
 
 # The error codes each exit code may carry (exit 2 is typer's own usage error: no JSON).
-CODES = {3: {"invalid_input", "payload_too_large", "target_unresolved", "policy_invalid_request", "policy_rejected"},
+CODES = {3: {"invalid_input", "payload_too_large", "target_unresolved", "policy_invalid_request", "policy_rejected",
+             "rule_file_invalid", "scenario_invalid", "scenario_timeline"},
          4: {"not_found"},
          5: {"version_conflict", "already_exists", "operation_conflict", "terminal_owned", "lease_held",
              "policy_epoch_changed"},
@@ -370,6 +371,46 @@ CASES: list[Case] = [
     Case("policy explain task t-open read", 2),
     Case("policy explain task ghost read --principal a1", 4, "ghost"),
     Case("policy explain task t-open read --principal ghost", 4, "ghost"),
+    # -- the run loop: worker, trace, rules
+    Case("worker --agent bob --until-idle", 3, "--agent", actor=GOVERNOR),
+    Case("worker --agent bob=nowhere.module:x --until-idle", 3, "--agent", actor=GOVERNOR),
+    Case("worker --until-idle", 3, "--as", actor=None),
+    Case("worker --max-rounds 0", 2, actor=GOVERNOR),
+    Case("worker --rules $missing_file --until-idle", 3, "rule_file_invalid", actor=GOVERNOR),
+    Case("trace ghost", 4, "ghost"),
+    Case(f"trace '{BAD_ID}'", 3, "wake_id"),
+    Case("trace", 3, "--as", actor=None),
+    Case(f"trace --agent '{BAD_ID}'", 3, "agent_id"),
+    Case("rules check $missing_file", 3, "no rule files"),
+    Case("rules check $broken", 3, "rule_file_invalid"),
+    Case("rules shadow $missing_file", 3, "no rule files"),
+    Case("rules shadow $dir", 3, "--as", actor=None),
+    Case("rules shadow", 2),
+    # -- rooms
+    Case("rooms create goal --stop 'when done'", 3, "stop_condition"),
+    Case(f"rooms create goal --member '{BAD_ID}'", 3, "members"),
+    Case("rooms create goal", 3, "--as", actor=None),
+    Case("rooms create goal --member ghost", 4, "ghost"),
+    Case("rooms show ghost", 4, "ghost"),
+    Case(f"rooms show '{BAD_ID}'", 3, "room_id"),
+    Case("rooms members ghost", 4, "ghost"),
+    Case("rooms join ghost", 4, "ghost"),
+    Case("rooms join ghost", 3, "--as", actor=None),
+    Case("rooms leave ghost", 4, "ghost"),
+    Case("rooms say ghost hello", 4, "ghost"),
+    Case("rooms say ghost $big_text", 3, "body"),
+    Case("rooms discussion ghost", 4, "ghost"),
+    Case("rooms discussion ghost --limit 0", 2),
+    Case("rooms answer ghost 'my answer'", 4, "ghost"),
+    Case("rooms answer ghost 'my answer' --confidence 2", 3, "confidence"),
+    Case("rooms answers ghost", 4, "ghost"),
+    Case("rooms distill ghost 'a summary' --source m-priv", 4, "ghost"),
+    Case("rooms distill ghost 'a summary'", 2),
+    Case("rooms close ghost", 4, "ghost"),
+    Case("rooms close-stale", 3, "--as", actor=None),
+    # -- simulate
+    Case("simulate $missing_file", 2),
+    Case("simulate $file", 3, "scenario_invalid"),
 ]
 
 

@@ -15,6 +15,7 @@ from engine.cli import (
     receipts,
     rooms,
     runloop_cmds,
+    simulate,
     state,
     tasks,
     topology,
@@ -78,6 +79,7 @@ for _name, _module in (("agents", agents), ("state", state), ("tasks", tasks), (
 world_cmds.register(app)
 permissions.register(app)
 runloop_cmds.register(app)
+simulate.register(app)
 
 
 def main() -> None:

@@ -151,8 +151,9 @@ def shadow(
     limit: Annotated[int, typer.Option("--limit", min=1, help="Replay at most this many events.")] = 100_000,
 ) -> None:
     """Replay the recorded log through the rules in force and CANDIDATE; print the decisions that would
-    differ. Commits nothing."""
-    with invocation(ctx) as run:
+    differ. Commits nothing. --as must be allowed to read the log."""
+    with invocation(ctx, acting=True) as run:
+        run.world.events(limit=1, actor=run.actor)  # the replay reads the log: so must the actor
         diffs = shadow_log(run.world, rules, candidate, limit=limit)
         run.show(ShadowReport(candidate=str(candidate), events=run.world.store.read.last_seq(),
                               differing=len(diffs), diff=format_diffs(diffs)))

@@ -9,6 +9,7 @@ import typer
 
 from engine.cli.runtime import invocation
 from simulations.run import Result, compare, simulate_file, sweep
+from simulations.scenario import load_scenario
 
 
 def simulate(
@@ -33,6 +34,9 @@ def simulate(
     and the plots. Exit 1 if an expectation of the scenario is not met; 3 for an invalid scenario file
     (file:line: field: reason), before anything is written."""
     folder = out if out != Path() else Path("sim-out") / file.stem
+    with invocation(ctx):
+        for scenario_file in (file, *([other] if other is not None else [])):
+            load_scenario(scenario_file)  # a bad file fails here, before any output
     with invocation(ctx) as run, typer.progressbar(length=1000, label=f"simulating {file.name}",
                                                    file=None) as bar:
         done = 0

@@ -73,6 +73,14 @@ def _operand(op: Any) -> PlanOperand:
     return PlanValue(value=MessageToDict(op.value))
 
 
+def _translated(exc: grpc.RpcError) -> PolicyInvalidRequest | PolicyUnavailable:
+    code = exc.code() if hasattr(exc, "code") else None
+    details = exc.details() if hasattr(exc, "details") else str(exc)
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        return PolicyInvalidRequest("policy request", str(details))
+    return PolicyUnavailable(f"{code.name if code else 'error'}: {details}")
+
+
 class CerbosPdp:
     """A gRPC client for one PDP address. Thread-safe (one channel, per-call deadlines)."""
 
@@ -93,11 +101,7 @@ class CerbosPdp:
         try:
             return method(request, timeout=self.timeout_s, wait_for_ready=True, **kw)
         except grpc.RpcError as exc:
-            code = exc.code() if hasattr(exc, "code") else None
-            details = exc.details() if hasattr(exc, "details") else str(exc)
-            if code == grpc.StatusCode.INVALID_ARGUMENT:
-                raise PolicyInvalidRequest("policy request", str(details)) from exc
-            raise PolicyUnavailable(f"{code.name if code else 'error'}: {details}") from exc
+            raise _translated(exc) from exc
 
     def check(self, principal: PrincipalRef, resources: Sequence[tuple[ResourceRef, Sequence[str]]]
               ) -> list[Decision]:
@@ -128,10 +132,27 @@ class CerbosPdp:
 
     def plan(self, principal: PrincipalRef, kind: str, action: str) -> PlanFilter:
         """The objects of ``kind`` on which ``principal`` may do ``action``, as a filter."""
-        req = request_pb2.PlanResourcesRequest(
-            request_id=str(uuid.uuid4()), action=action, principal=_principal(principal),
-            resource=engine_pb2.PlanResourcesInput.Resource(kind=kind))
-        resp = self._call(self._svc.PlanResources, req)
+        return self.plans(principal, [(kind, action)])[0]
+
+    def plans(self, principal: PrincipalRef, asked: Sequence[tuple[str, str]]) -> list[PlanFilter]:
+        """One plan per (kind, action), the requests in flight together (one round trip of latency)."""
+        p = _principal(principal)
+        reqs = [request_pb2.PlanResourcesRequest(
+            request_id=str(uuid.uuid4()), action=action, principal=p,
+            resource=engine_pb2.PlanResourcesInput.Resource(kind=kind)) for kind, action in asked]
+        if len(reqs) == 1:
+            return [self._plan_filter(self._call(self._svc.PlanResources, reqs[0]))]
+        futures = [self._call(self._svc.PlanResources.future, r) for r in reqs]
+        return [self._plan_filter(self._wait(f)) for f in futures]
+
+    def _wait(self, future: Any) -> Any:
+        try:
+            return future.result()
+        except grpc.RpcError as exc:
+            raise _translated(exc) from exc
+
+    @staticmethod
+    def _plan_filter(resp: Any) -> PlanFilter:
         if resp.validation_errors:
             raise PolicyInvalidRequest("principal attributes", "; ".join(e.message for e in resp.validation_errors))
         f = resp.filter

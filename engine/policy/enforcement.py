@@ -63,6 +63,10 @@ class Authorizer(Protocol):
         """The objects of ``kind`` the actor may ``action``, as a filter (``None``: no PDP)."""
         ...
 
+    def plans(self, actor: str, asked: Sequence[tuple[str, str]]) -> list[PlanFilter | None]:
+        """:meth:`plan` for several (kind, action) pairs at once (one round trip)."""
+        ...
+
     def decide_actions(self, actor: str, objects: Sequence[tuple[str, str, Mapping[str, Any] | None]]
                        ) -> list[Decision]:
         """For each (kind, id, row): every action of its kind, allowed or denied, in one PDP call."""
@@ -82,6 +86,9 @@ class LocalScopeRules:
 
     def plan(self, actor: str, kind: str, action: str) -> PlanFilter | None:
         return None
+
+    def plans(self, actor: str, asked: Sequence[tuple[str, str]]) -> list[PlanFilter | None]:
+        return [None] * len(asked)
 
     def decide_actions(self, actor: str, objects: Sequence[tuple[str, str, Mapping[str, Any] | None]]
                        ) -> list[Decision]:
@@ -144,6 +151,9 @@ class PdpAuthorizer:
 
     def plan(self, actor: str, kind: str, action: str) -> PlanFilter:
         return self.pdp.plan(self._principal(actor), kind, action)
+
+    def plans(self, actor: str, asked: Sequence[tuple[str, str]]) -> list[PlanFilter | None]:
+        return list(self.pdp.plans(self._principal(actor), asked))
 
     def decide_actions(self, actor: str, objects: Sequence[tuple[str, str, Mapping[str, Any] | None]]
                        ) -> list[Decision]:

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from engine.models.agents import Agent
 from engine.models.common import Id, JsonValue, Model, Payload
+from engine.models.handoffs import HandoffPacket
 from engine.models.receipts import Decision
 from engine.models.wakes import Wake
 from engine.world.projection import WorldView
@@ -38,11 +39,11 @@ class StoreMemory(Model):
     epistemic_type: str = "observation"
 
 
-class Handoff(Model):
+class Handoff(HandoffPacket):
+    """Hand ``task_id`` to ``target_agent`` with the seed's full packet (goal, state ref, evidence and
+    artifact refs, constraints, authority scope, expected output, return route): never a transcript."""
+
     effect: Literal["handoff"] = "handoff"
-    target_agent: Id
-    task_id: Id
-    goal: str = Field(min_length=1)
 
 
 class AppendEvent(Model):
@@ -86,6 +87,20 @@ class CommitAnswer(Model):
     content: str = Field(min_length=1, max_length=8000)
 
 
+class ClaimTask(Model):
+    effect: Literal["claim_task"] = "claim_task"
+    task_id: Id
+
+
+class ReviewMemory(Model):
+    """Review a candidate (``promote``: and promote it to a stable shared fact; ``reject``: with a reason)."""
+
+    effect: Literal["review_memory"] = "review_memory"
+    memory_id: Id
+    verdict: Literal["review", "promote", "reject"] = "review"
+    reason: str | None = Field(default=None, max_length=2000)
+
+
 class ProposeMemory(Model):
     effect: Literal["propose_memory"] = "propose_memory"
     memory_id: Id
@@ -103,7 +118,7 @@ class CompleteHandoff(Model):
 
 
 Effect = (SetState | CompleteTask | StoreMemory | Handoff | AppendEvent | Subscribe | JoinRoom | LeaveRoom | Discuss
-          | CommitAnswer | ProposeMemory | AcceptHandoff | CompleteHandoff)
+          | CommitAnswer | ProposeMemory | AcceptHandoff | CompleteHandoff | ClaimTask | ReviewMemory)
 
 
 class AgentDecision(Model):
@@ -164,6 +179,26 @@ class CallableAdapter:
         return AgentDecision.model_validate(self.fn(context))
 
 
-__all__ = ["AcceptHandoff", "AgentAdapter", "AgentDecision", "AppendEvent", "CallableAdapter", "CommitAnswer",
-           "CompleteHandoff", "CompleteTask", "Discuss", "Effect", "Handoff", "HumanProxy", "JoinRoom", "LeaveRoom",
-           "ProposeMemory", "RuleAgent", "SetState", "StoreMemory", "Subscribe"]
+__all__ = [
+    "AcceptHandoff",
+    "AgentAdapter",
+    "AgentDecision",
+    "AppendEvent",
+    "CallableAdapter",
+    "ClaimTask",
+    "CommitAnswer",
+    "CompleteHandoff",
+    "CompleteTask",
+    "Discuss",
+    "Effect",
+    "Handoff",
+    "HumanProxy",
+    "JoinRoom",
+    "LeaveRoom",
+    "ProposeMemory",
+    "ReviewMemory",
+    "RuleAgent",
+    "SetState",
+    "StoreMemory",
+    "Subscribe",
+]

@@ -13,12 +13,14 @@ reasoning) in the same transaction as the receipt.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import orjson
 
 from engine.errors import ConflictError, PMWError, PolicyDenied, PolicyUnavailable
 from engine.models.agents import Agent
+from engine.models.common import ID_PATTERN
 from engine.models.receipts import Decision, Outcome, Receipt
 from engine.models.traces import TraceBody
 from engine.models.wakes import Wake
@@ -27,6 +29,7 @@ from engine.protocol.adapters import (
     AgentAdapter,
     AgentDecision,
     AppendEvent,
+    ClaimTask,
     CommitAnswer,
     CompleteTask,
     Discuss,
@@ -35,6 +38,7 @@ from engine.protocol.adapters import (
     JoinRoom,
     LeaveRoom,
     ProposeMemory,
+    ReviewMemory,
     SetState,
     StoreMemory,
     Subscribe,
@@ -43,6 +47,7 @@ from engine.world import Cause, World
 from engine.world.projection import WorldView
 
 DEFAULT_LEASE_S = 30.0
+_REF = re.compile(ID_PATTERN)
 MAX_TRACE_REFS = 200
 
 
@@ -113,7 +118,9 @@ class Worker:
         refs: list[str] = []
         for index, effect in enumerate(decided.effects):
             try:
-                refs.append(self._apply(agent.agent_id, effect, f"{wake.wake_id}:{index}", cause))
+                op_id = f"{wake.wake_id}:{index}"
+                ref = self._apply(agent.agent_id, effect, op_id, cause)
+                refs.append(ref if _REF.match(ref) else op_id)  # e.g. a state key with "/": its operation
             except PolicyDenied as exc:
                 return self._finish(wake, decided, Outcome.DENIED, exc.message, started, refs, view)
             except ConflictError as exc:
@@ -135,8 +142,18 @@ class Worker:
         if isinstance(effect, CompleteTask):
             return w.complete_task(actor, effect.task_id, effect.result, op_id=op_id, cause=cause).task_id
         if isinstance(effect, Handoff):
+            packet = effect.model_dump(exclude={"effect", "target_agent", "task_id", "goal"})
             return w.create_handoff(actor, effect.target_agent, effect.task_id, effect.goal, op_id=op_id,
-                                    cause=cause).handoff_id
+                                    cause=cause, **packet).handoff_id
+        if isinstance(effect, ClaimTask):
+            return w.claim_task(actor, effect.task_id, op_id=op_id, cause=cause).task_id
+        if isinstance(effect, ReviewMemory):
+            if effect.verdict == "promote":
+                return w.promote_memory(actor, effect.memory_id, op_id=op_id, cause=cause).memory_id
+            if effect.verdict == "reject":
+                return w.reject_memory(actor, effect.memory_id, effect.reason or "rejected in review", op_id=op_id,
+                                       cause=cause).memory_id
+            return w.review_memory(actor, effect.memory_id, op_id=op_id, cause=cause).memory_id
         if isinstance(effect, StoreMemory):
             return w.store_memory(actor, effect.content, effect.epistemic_type, op_id=op_id, cause=cause).memory_id
         if isinstance(effect, AppendEvent):

@@ -78,6 +78,7 @@ class InProcessRunner:
     def start(self) -> None:
         """Register the controller's agent if needed, then rebuild the controller from SQL."""
         if self.loop is not None:
+            self.loop.load()  # a bad rule directory fails before anything is written
             ensure_controller_agent(self.world, self.governor)
             self.loop.start()
 

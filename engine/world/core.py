@@ -13,7 +13,7 @@ Every mutating World call runs through :meth:`WorldCore._write`:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,6 +25,7 @@ from engine.errors import InvalidInput, NotFound, OperationConflict, PolicyDenie
 from engine.models.common import Model
 from engine.models.lifecycle import Lifecycle
 from engine.policy.enforcement import Authorizer, Check
+from engine.policy.model import PlanFilter
 from engine.sources import Clock, IdSource, RandomIds, SystemClock
 from engine.validation import build, check_id
 from store import STATE_TABLE_KEYS, Change, Provenance, Store, Update, WriteRequest
@@ -124,14 +125,16 @@ class WorldCore:
         return model.model_validate(row)
 
     def _list(self, model: type[R], table: str, kind: str, actor: str | None, where: dict[str, Any], *,
-              order_by: Sequence[str] = (), limit: int | None = None, descending: bool = False) -> list[R]:
+              order_by: Sequence[str] = (), limit: int | None = None, descending: bool = False,
+              plans: Mapping[str, PlanFilter | None] | None = None) -> list[R]:
         """The objects matching ``where`` that ``actor`` may read: with a PDP, one query filtered by the
-        policy's plan (or, if the plan cannot be expressed in SQL, batched single checks)."""
+        policy's plan (or, if the plan cannot be expressed in SQL, batched single checks). ``plans``: read
+        plans by kind already asked for ``actor`` in this call (several kinds in one round trip)."""
         who = self._reader(actor)
         if who is None or not self.policy.external:
             rows = self.store.read.rows(table, where, order_by=order_by, limit=limit, descending=descending)
             return [model.model_validate(r) for r in rows]
-        plan = self.policy.plan(who, kind, "read")
+        plan = plans[kind] if plans is not None and kind in plans else self.policy.plan(who, kind, "read")
         try:
             rows = self.store.read.rows_allowed(kind, plan, where, order_by=order_by, limit=limit,
                                                 descending=descending) if plan is not None else []

@@ -10,6 +10,7 @@ is visible. Candidate memory is never among the stable shared facts.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import Field
@@ -23,6 +24,7 @@ from engine.models.rooms import Room
 from engine.models.state import StateEntry
 from engine.models.tasks import Task
 from engine.policy.attributes import GOVERNOR_ROLE
+from engine.policy.model import PlanFilter
 from engine.projection_score import Features, ProjectionWeights, top, widened_budget
 from engine.validation import check_id
 from engine.world.core import WorldCore
@@ -68,9 +70,12 @@ class ProjectionCalls(WorldCore):
         self._may_view(actor or agent_id, agent_id)
         room_ids = read.active_rooms_of(agent_id)
         limit = budget * 2 * CANDIDATE_FACTOR
-        memory = self._visible_memory(agent_id, room_ids, now, limit)
+        kinds = ("memory", "task", "state", "handoff", "room")
+        plans = dict(zip(kinds, self.policy.plans(agent_id, [(k, "read") for k in kinds]), strict=True)) \
+            if self.policy.external else None  # the five read plans in one round trip
+        memory = self._visible_memory(agent_id, room_ids, now, limit, plans)
         tasks = self._list(Task, "tasks", "task", agent_id, {}, order_by=("updated_at_us",), descending=True,
-                           limit=limit)
+                           limit=limit, plans=plans)
         conflicts = sum(m.status is MemoryStatus.REOPENED for m in memory)
         uncertain = sum(m.epistemic_type in _UNCERTAIN and m.status.value not in STABLE_SHARED for m in memory)
         size, widened = widened_budget(budget, conflicts, uncertain)
@@ -90,13 +95,14 @@ class ProjectionCalls(WorldCore):
             authority=_AUTHORITY.get(m.status, 0.0), risk=min(1.0, _sensitivity(m.permission_scope) / 5),
             dependency=0.0), "memory_id")
         state = self._list(StateEntry, "state_entries", "state", agent_id, {}, order_by=("updated_at_us",),
-                           descending=True, limit=limit)
+                           descending=True, limit=limit, plans=plans)
         kept_state = self._keep(state, size, w, scores, lambda s: Features(
             relevance=1.0 if any(f in s.key for f in focus) else 0.0, age_s=(now - s.updated_at_us) / 1e6,
             causality=1.0 if s.updated_by == agent_id else 0.0, authority=0.5, risk=0.0, dependency=0.0), "key")
         handoffs = self._list(Handoff, "handoffs", "handoff", agent_id,
-                              {"target_agent": agent_id, "status": ["pending", "accepted"]}, limit=size)
-        rooms = self._list(Room, "rooms", "room", agent_id, {"room_id": room_ids}, limit=size) if room_ids else []
+                              {"target_agent": agent_id, "status": ["pending", "accepted"]}, limit=size, plans=plans)
+        rooms = self._list(Room, "rooms", "room", agent_id, {"room_id": room_ids}, limit=size,
+                           plans=plans) if room_ids else []
         return WorldView(
             agent=agent, world_position=position, topology_version=read.topology_version(), budget=size,
             widened=widened, tasks=kept_tasks, state=kept_state,
@@ -112,12 +118,13 @@ class ProjectionCalls(WorldCore):
         if row is None or row["role_id"] != GOVERNOR_ROLE:
             raise NotPermitted(actor, "view", "agent", agent_id, "only the agent itself or a governor sees its view")
 
-    def _visible_memory(self, agent_id: str, room_ids: list[str], now: int, limit: int) -> list[Memory]:
+    def _visible_memory(self, agent_id: str, room_ids: list[str], now: int, limit: int,
+                        plans: Mapping[str, PlanFilter | None] | None = None) -> list[Memory]:
         live = ("revoked", "rejected")
         if not self.policy.external:
             return [Memory.model_validate(r) for r in self.store.read.visible_memory(agent_id, room_ids, now, limit)]
         rows = self._list(Memory, "memory", "memory", agent_id, {}, order_by=("updated_at_us",), descending=True,
-                          limit=limit)
+                          limit=limit, plans=plans)
         return [m for m in rows if m.status.value not in live and (m.expires_at_us is None or m.expires_at_us > now)]
 
     def _focus(self, agent_id: str, tasks: list[Task], task_id: str | None) -> set[str]:

@@ -10,6 +10,7 @@ from engine.errors import InvalidInput
 from engine.models.common import Id, JsonValue, Model, Payload, TimeUs
 from engine.models.events import Event
 from engine.models.state import StateEntry, StateKey
+from engine.policy.attributes import GOVERNOR_ROLE
 from engine.policy.enforcement import Check
 from engine.validation import build
 from engine.world.core import Cause, Plan, WorldCore
@@ -93,7 +94,16 @@ class StateCalls(WorldCore):
     def events(self, after_seq: int = 0, limit: int = 100, *, newest: bool = False,
                actor: str | None = None) -> list[Event]:
         """Events after position ``after_seq`` in log order (``newest``: the last ``limit`` events).
-        With a PDP the reader needs ``state:read`` on ``log``."""
+        With a PDP the reader needs ``state:read`` on ``log``. The full record (row images, results,
+        payloads) is the governors' audit view: any other reader gets every event's envelope (ids, type,
+        actor, subject, versions, chain, time) and the full record of its own events only, because row
+        images carry private memory, unrevealed room answers and other content the reader may not see."""
         self._may_read(actor, "state", "log", {})
         rows = self.store.read.events(after_seq, limit, newest=newest)
+        if actor is not None and self.policy.external and not self._is_governor(actor):
+            rows = [r if r["actor_id"] == actor else {**r, "changes": [], "result": {}, "payload": {}} for r in rows]
         return [Event.model_validate(r) for r in rows]
+
+    def _is_governor(self, agent_id: str) -> bool:
+        row = self.store.read.get("agents", agent_id=agent_id)
+        return row is not None and row["role_id"] == GOVERNOR_ROLE

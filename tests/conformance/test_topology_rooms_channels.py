@@ -30,7 +30,7 @@ def test_every_topology_change_is_a_new_version(team: World) -> None:
 
 
 def test_room_lifecycle(team: World) -> None:
-    room = team.create_room("a", "resolve the conflict", members=["b"], stop_condition="decision recorded")
+    room = team.create_room("a", "resolve the conflict", members=["b"], stop_condition="answers:all")
     team.join_room("c", room.room_id)
     assert {m.agent_id for m in team.room_members(room.room_id)} == {"a", "b", "c"}
     team.leave_room("c", room.room_id)

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
 
-from engine.errors import ArtifactCorrupted, PolicyDenied
+from engine.errors import ArtifactCorrupted
 from engine.models.agents import Agent
 from engine.models.receipts import Outcome
 from engine.models.wakes import Wake
@@ -135,11 +134,6 @@ def test_mvp01_a_task_resumes_in_a_new_conversation_from_the_world(pworld: World
     runner.close()
 
 
-@pytest.mark.xfail(strict=True, raises=PolicyDenied,
-                   reason="a due wake of an offline agent makes Worker.run_once raise PolicyDenied "
-                   "from World.claim_wake (engine/world/wakes.py claim_wake catches only VersionConflict and "
-                   "LeaseHeld; engine/runloop/runner.py round() catches only SimulatedCrash and "
-                   "PolicyUnavailable): every round raises, and no wake ordered after it ever runs")
 def test_mvp01_a_wake_for_an_agent_between_conversations_waits_and_blocks_nobody(pworld: World) -> None:
     """MVP test 1, the pause between conversations (P7: sleep is not terminal): a wake that falls due while
     the agent has no live session must not stop the run loop; other agents' wakes run, and the waiting
@@ -249,19 +243,39 @@ def test_mvp02_a_handoff_is_finished_from_the_packet_and_the_world_alone(pworld:
     runner.close()
 
 
-@pytest.mark.xfail(strict=True, raises=ValidationError,
-                   reason="the Handoff effect (engine/protocol/adapters.py class Handoff) carries only "
-                   "target_agent, task_id and goal, and Worker._apply (engine/protocol/worker.py) passes only "
-                   "those to World.create_handoff: an agent cannot hand off a full packet through its worker")
-def test_mvp02_an_agent_hands_off_a_full_packet_through_its_worker() -> None:
-    """MVP test 2, the source side: the handoff effect must carry the whole packet (state ref, evidence and
-    artifact refs, constraints, authority scope, expected output, return route)."""
-    effect = Handoff.model_validate({
-        "target_agent": "dst", "task_id": "t1", "goal": "finish", "current_state_ref": "state:k",
-        "evidence_refs": ["e1"], "artifact_refs": ["a1"], "constraints": {"max_words": 200},
-        "authority_scope": {"capabilities": ["task.work"]}, "expected_output": "the summary",
-        "return_route": "src"})
-    assert effect.model_dump()["return_route"] == "src"
+def test_mvp02_an_agent_hands_off_a_full_packet_through_its_worker(pworld: World) -> None:
+    """MVP test 2, the source side: an agent's worker hands off with the whole packet (state ref, evidence
+    and artifact refs, constraints, authority scope, expected output, return route) and the target is woken
+    by the controller with the packet in the world."""
+    add_agent(pworld, "src", ["task.create", "task.work", "handoff.create", "state.write"])
+    add_agent(pworld, "dst", ["task.work"])
+    pworld.create_task("src", "write the summary", task_id="t-sum")
+    pworld.claim_task("src", "t-sum")
+    pworld.compare_and_set_state("src", "sum-draft", 0, {"words": 120})
+    packet = {"current_state_ref": "state:sum-draft", "evidence_refs": ["e1"], "artifact_refs": ["a1"],
+              "constraints": {"max_words": 200}, "authority_scope": {"capabilities": ["task.work"]},
+              "expected_output": "the summary", "return_route": "src"}
+    pworld.enqueue_wake(GOV, "src", "hand it over", "k-src")
+    seen: list[str] = []
+
+    def source(agent: Agent, view: WorldView, wake: Wake) -> AgentDecision | None:
+        if wake.cause != "hand it over":
+            return None
+        return act(Handoff(target_agent="dst", task_id="t-sum", goal="finish the summary", **packet))
+
+    def target(agent: Agent, view: WorldView, wake: Wake) -> AgentDecision | None:
+        seen.extend(h.handoff_id for h in view.handoffs)
+        return None
+
+    runner = runner_for(pworld, {"src": RuleAgent([source]), "dst": RuleAgent([target])})
+    runner.run_until_quiet(max_rounds=50)
+    (handoff,) = pworld.store.read.rows("handoffs", {"task_id": "t-sum"})
+    assert {k: handoff[k] for k in packet if k != "authority_scope"} == {
+        k: v for k, v in packet.items() if k != "authority_scope"}
+    assert handoff["authority_scope"]["capabilities"] == ["task.work"]
+    assert seen == [handoff["handoff_id"]]          # the target was woken and shown the handoff
+    assert_every_wake_has_one_receipt(pworld)
+    runner.close()
 
 
 # -- MVP 12 -----------------------------------------------------------------------------------------------
