@@ -71,12 +71,19 @@ class DrainStats:
 
 
 def ensure_controller_agent(world: World, governor: str) -> str:
-    """Register the controller's own agent (once) and have ``governor`` grant it what its decisions need:
-    opening rooms, writing topology edges, recording contests and refresh demands."""
-    if world.store.read.get("agents", agent_id=CONTROLLER_AGENT) is None:
+    """Register the controller's own agent and have ``governor`` grant it what its decisions need:
+    opening rooms, writing topology edges, recording contests and refresh demands. Each step is checked
+    on its own (registration, an active session, the grant), so a start killed between them completes
+    them on the next start."""
+    row = world.store.read.get("agents", agent_id=CONTROLLER_AGENT)
+    if row is None:
         world.register_agent(CONTROLLER_AGENT, "PMW controller", "controller", f"t-{CONTROLLER_AGENT}")
+        row = world.store.read.get("agents", agent_id=CONTROLLER_AGENT)
+    if row is not None and row["status"] != "active":
         world.activate_session(f"term:t-{CONTROLLER_AGENT}")
-        world.grant(governor, CONTROLLER_AGENT, capabilities=list(CONTROLLER_CAPABILITIES))
+    held = set((row or {}).get("capability_profile", {}).get("capabilities", []))
+    if not set(CONTROLLER_CAPABILITIES) <= held:
+        world.grant(governor, CONTROLLER_AGENT, capabilities=sorted(held | set(CONTROLLER_CAPABILITIES)))
     return CONTROLLER_AGENT
 
 

@@ -374,9 +374,6 @@ def test_sigkilled_run_loop_loses_and_repeats_nothing(
 # -- a runtime bug found on the way (kept reproducible; see the issue-4 report) ---------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "engine/runloop/follower.py ensure_controller_agent: register, activate and grant are three commits, "
-    "and a restart skips the last two once the agent row exists"))
 def test_a_run_loop_killed_while_registering_its_controller_gets_its_grants_on_restart(
         pworld: World, monkeypatch: pytest.MonkeyPatch) -> None:
     first = InProcessRunner(pworld, adapters={})
