@@ -45,9 +45,11 @@ from engine.controller.durable_host import RuleSet
 from engine.controller.errors import EngineFailure
 from engine.controller.facts import Fact
 from engine.errors import AlreadyExists, PMWError, PolicyUnavailable, VersionConflict
+from engine.models.topology import EdgeType
 from engine.runloop.world_facts import fact_changes
 from engine.world import Cause, World
 from engine.world.controller_steps import ControllerStep, StepFact, StepWake
+from engine.world.topology import EdgeChange
 
 CONTROLLER_AGENT = "pmw-controller"
 CONTROLLER_CAPABILITIES = ("room.open", "state.write", "topology.write")
@@ -258,16 +260,22 @@ class ControllerLoop:
 
     def _topology(self, d: TopologyProposal, op: str, cause: Cause) -> None:
         w, me = self.world, self.actor
-        if d.op is TopologyOp.SHARE:
-            for n, (src, dst) in enumerate(zip(d.agents, d.agents[1:], strict=False)):
-                w.set_topology_edge(me, src, dst, "info", reason=d.reason, op_id=f"{op}.{n}", cause=cause)
-        elif d.op is TopologyOp.ISOLATE:
-            edges = w.get_topology(actor=me).edges
-            touching = [e for e in edges if e.edge_type.value == "info"
-                        and (e.source_agent in d.agents or e.target_agent in d.agents)]
-            for n, e in enumerate(sorted(touching, key=lambda e: (e.source_agent, e.target_agent))):
-                w.set_topology_edge(me, e.source_agent, e.target_agent, "info", active=False, reason=d.reason,
-                                    op_id=f"{op}.{n}", cause=cause)
+        if d.op in (TopologyOp.SHARE, TopologyOp.ISOLATE):
+            if w.store.operation(op) is not None:
+                return  # committed before a crash: its request was computed from the topology as it was then
+            topology = w.get_topology(actor=me)
+            if d.op is TopologyOp.SHARE:  # info flows along the named agents, in order
+                changes = [EdgeChange(source_agent=src, target_agent=dst, edge_type=EdgeType.INFO)
+                           for src, dst in zip(d.agents, d.agents[1:], strict=False)]
+            else:  # the agents' active info edges, both ways, are cut
+                changes = [EdgeChange(source_agent=e.source_agent, target_agent=e.target_agent,
+                                      edge_type=EdgeType.INFO, active=False)
+                           for e in sorted(topology.edges, key=lambda e: (e.source_agent, e.target_agent))
+                           if e.edge_type is EdgeType.INFO and e.active
+                           and (e.source_agent in d.agents or e.target_agent in d.agents)]
+            if changes:  # one transaction, one new topology version, on the version just read
+                w.change_topology(me, changes, expected_topology_version=topology.version, reason=d.reason,
+                                  op_id=op, cause=cause)
         elif d.op is TopologyOp.JOIN and d.room is not None:
             try:
                 w.create_room(me, d.reason, members=list(d.agents), room_id=d.room, op_id=f"{op}.open", cause=cause)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from engine.errors import AlreadyExists, VersionConflict
+from engine.errors import AlreadyExists, InvalidInput, VersionConflict
 from engine.models.common import Id, Model
 from engine.models.topology import EdgeType, Topology, TopologyEdge
 from engine.policy.enforcement import Check
@@ -25,7 +25,85 @@ class SetEdge(Model):
     reason: str = Field(default="", max_length=500)
 
 
+class EdgeChange(Model):
+    source_agent: Id
+    target_agent: Id
+    edge_type: EdgeType
+    scope: str = Field(default="", max_length=200)
+    weight: float = Field(default=1.0, ge=0.0, le=1_000_000.0)
+    active: bool = True
+
+
+class TopologyChange(Model):
+    """A topology transaction: several edge changes that become one new topology version, or none."""
+
+    changes: list[EdgeChange] = Field(min_length=1, max_length=500)
+    expected_topology_version: int | None = Field(default=None, ge=0)
+    reason: str = Field(default="", max_length=500)
+
+
+class TopologyCommit(Model):
+    version: int
+    edges: list[TopologyEdge]
+
+
 class TopologyCalls(WorldCore):
+    def change_topology(self, actor: str, changes: list[dict[str, object]] | list[EdgeChange], *,
+                        expected_topology_version: int | None = None, reason: str = "",
+                        op_id: str | None = None, cause: Cause | None = None) -> TopologyCommit:
+        """Propose, validate and commit several edge changes as ONE new topology version. Invariants,
+        checked before anything is written (``InvalidInput`` naming the change): no self-edge, no edge
+        changed twice, both ends registered agents that are not unregistered, and deactivating only an
+        edge that exists. With ``expected_topology_version`` the transaction applies only on that version
+        (else ``VersionConflict`` with the current one)."""
+        req = build(TopologyChange, changes=[c.model_dump() if isinstance(c, EdgeChange) else c for c in changes],
+                    expected_topology_version=expected_topology_version, reason=reason)
+        try:
+            return self._write("change_topology", actor, req, lambda now: self._plan_topology(actor, req, now),
+                               TopologyCommit, op_id=op_id, cause=cause)
+        except AlreadyExists as exc:
+            if exc.kind != "topology":
+                raise
+            current = self.store.read.topology_version()
+            raise VersionConflict("topology", "world", current - 1, current) from exc
+
+    def _plan_topology(self, actor: str, req: TopologyChange, now: int) -> Plan:
+        current = self.store.read.topology_version()
+        if req.expected_topology_version is not None and req.expected_topology_version != current:
+            raise VersionConflict("topology", "world", req.expected_topology_version, current)
+        new_version = current + 1
+        seen: set[tuple[str, str, str]] = set()
+        out: list[Change] = [Insert("topology_versions", {"version": new_version, "created_by": actor,
+                                                          "reason": req.reason, "created_at_us": now},
+                                    "topology", str(new_version))]
+        edges: list[TopologyEdge] = []
+        for n, c in enumerate(req.changes):
+            where = f"changes[{n}]"
+            key = {"source_agent": c.source_agent, "target_agent": c.target_agent, "edge_type": c.edge_type.value}
+            ident = f"{c.source_agent}->{c.target_agent}:{c.edge_type.value}"
+            if c.source_agent == c.target_agent:
+                raise InvalidInput(where, f"{ident}: an agent has no edge to itself")
+            if (triple := (c.source_agent, c.target_agent, c.edge_type.value)) in seen:
+                raise InvalidInput(where, f"{ident} is changed twice in one transaction")
+            seen.add(triple)
+            for agent in (c.source_agent, c.target_agent):
+                row = self._row("agents", "agent", agent, agent_id=agent)
+                if row.get("unregistered_at_us") or row["status"] == "unregistered":
+                    raise InvalidInput(where, f"{agent} is unregistered")
+            existing = self.store.read.get("topology_edges", **key)
+            if existing is None and not c.active:
+                raise InvalidInput(where, f"{ident} does not exist: nothing to deactivate")
+            values = {"scope": c.scope, "weight": c.weight, "active": c.active, "topology_version": new_version,
+                      "updated_at_us": now}
+            edge = TopologyEdge(**key, **values, version=existing["version"] + 1 if existing else 1)
+            out.append(Update("topology_edges", key, existing["version"], values, "topology_edge", ident)
+                       if existing else Insert("topology_edges", edge.model_dump(mode="json"), "topology_edge", ident))
+            edges.append(edge)
+        return Plan("topology.changed", "topology", f"v{new_version}", TopologyCommit(version=new_version, edges=edges),
+                    out, checks=[Check("topology", "world", "write")],
+                    payload={"reason": req.reason, "edges": len(edges)}, base_version=current,
+                    resulting_version=new_version, topology_version=new_version)
+
     def set_topology_edge(self, actor: str, source_agent: str, target_agent: str, edge_type: str, *,
                           scope: str = "", weight: float = 1.0, active: bool = True,
                           expected_topology_version: int | None = None, reason: str = "",
