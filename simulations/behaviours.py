@@ -8,10 +8,13 @@ durable an agent knows is read from the world (progress of a task is the state e
 
 | behaviour              | what it does on a wake                                                           |
 | ---------------------- | -------------------------------------------------------------------------------- |
-| `worker`               | answers in a conflict room it sits in; else advances its task by                  |
+| `worker`               | answers in a conflict room it sits in (any room, with `answer`); joins `join`;     |
+|                        | stores its `note` (private) and proposes it (`note.propose`); else advances its   |
+|                        | task by                                                                           |
 |                        | `steps_per_wake` steps (compare-and-set on the progress entry), posts a delta     |
 |                        | (relevance 0.9) when `forward_to` is set, hands the task over after `handoff`     |
-|                        | steps, completes it on the last step and then asserts its `claim`                 |
+|                        | steps, completes it on the last step and then asserts its `claim`; with           |
+|                        | `follows`, never past the committed step of that task (nothing new: no action)    |
 | `reviewer`             | asserts its `claim` once a task it follows has progress; answers in a room         |
 | `disagreeing_reviewer` | the same, with a value that contradicts (its `claim.value`)                       |
 | `flaky`                | a worker whose every `fail_every`-th wake acts on a stale read (a conflict)       |
@@ -40,8 +43,11 @@ from engine.protocol.adapters import (
     CompleteTask,
     Effect,
     Handoff,
+    JoinRoom,
+    ProposeMemory,
     RuleAgent,
     SetState,
+    StoreMemory,
 )
 from engine.world.projection import WorldView
 from simulations.scenario import AgentSpec, Behaviour, BehaviourParams, ClaimSpec
@@ -107,8 +113,10 @@ def _my_task(agent: Agent, view: WorldView, wake: Wake) -> str | None:
     return mine[0] if mine else None
 
 
-def _conflict_room(agent: Agent, view: WorldView) -> str | None:
-    rooms = sorted(r.room_id for r in view.rooms if r.room_id.startswith(CONFLICT_ROOM_PREFIX)
+def _conflict_room(agent: Agent, view: WorldView, *, any_room: bool = False) -> str | None:
+    """An open room I sit in and have not answered in: a conflict room, or (``any_room``: I have an answer
+    to give) any room."""
+    rooms = sorted(r.room_id for r in view.rooms if (any_room or r.room_id.startswith(CONFLICT_ROOM_PREFIX))
                    and r.status.value == "open")
     for room_id in rooms:
         version, _ = _state(view, answered_key(room_id, agent.agent_id))
@@ -131,7 +139,7 @@ Rule = Callable[[Agent, WorldView, Wake], AgentDecision | None]
 def answer_in_room(params: BehaviourParams, convo: Conversation) -> Rule:
     """In an open conflict room without my answer: commit it blind (and remember that I did)."""
     def rule(agent: Agent, view: WorldView, wake: Wake) -> AgentDecision | None:
-        room_id = _conflict_room(agent, view)
+        room_id = _conflict_room(agent, view, any_room=params.answer is not None)
         if room_id is None:
             return None
         content = params.answer or (f"{params.claim.term}={params.claim.value}" if params.claim else "no view")
@@ -154,11 +162,12 @@ def advance_task(params: BehaviourParams, plan: TaskPlan, convo: Conversation, *
             return None
         step, version = _step(view, task_id)
         total = plan.of(task_id)
-        if step >= total:
-            return None
+        bound = _step(view, params.follows)[0] if params.follows is not None else total
+        if step >= min(total, bound):
+            return None  # done, or (following another task) nothing new to go on
         if stale and version > 0:
             version -= 1
-        new = min(total, step + params.steps_per_wake)
+        new = min(total, bound, step + params.steps_per_wake)
         effects: list[Effect] = [SetState(key=progress_key(task_id), expected_version=version,
                                           value={"step": new, "of": total, "by": agent.agent_id})]
         if params.forward_to is not None:
@@ -212,6 +221,35 @@ def assert_claim(params: BehaviourParams, convo: Conversation, *, needs_progress
         claim = ClaimSpec(term=spec.term, value=f"not {spec.value}") if contradict else spec
         effects = _claim_effects(agent.agent_id, claim)
         return _decided(effects, f"claims {claim.term}={claim.value}", convo, Decision.SHARE)
+    return rule
+
+
+def join_room(params: BehaviourParams, convo: Conversation) -> Rule:
+    """Join ``params.join`` if I do not sit in it yet (my authority is unchanged by the join)."""
+    def rule(agent: Agent, view: WorldView, wake: Wake) -> AgentDecision | None:
+        room = params.join
+        if room is None or any(r.room_id == room for r in view.rooms):
+            return None
+        return _decided([JoinRoom(room_id=room)], f"joins {room}", convo, Decision.JOIN)
+    return rule
+
+
+def keep_note(params: BehaviourParams, convo: Conversation) -> Rule:
+    """Store ``params.note`` as a private memory (once: my own memory with that content is the record); with
+    ``propose``, propose it for review on a later wake (it becomes a candidate, not a shared fact)."""
+    def rule(agent: Agent, view: WorldView, wake: Wake) -> AgentDecision | None:
+        note = params.note
+        if note is None:
+            return None
+        mine = [m for m in (*view.working_memory, *view.shared_facts)
+                if m.owner == agent.agent_id and m.content == note.content]
+        if not mine:
+            return _decided([StoreMemory(content=note.content, epistemic_type=note.epistemic_type)],
+                            "stores a private note", convo)
+        if note.propose and mine[0].status.value == "private":
+            return _decided([ProposeMemory(memory_id=mine[0].memory_id)], f"proposes {mine[0].memory_id}", convo,
+                            Decision.SHARE)
+        return None
     return rule
 
 
@@ -275,8 +313,8 @@ def build_behaviour(spec: AgentSpec, plan: TaskPlan, *, behaviour: Behaviour | N
     p = spec.params
     convo = Conversation(model=model or spec.model)
     if kind in ("worker", "flaky"):
-        rules: list[Rule] = [accept_handoff(convo), answer_in_room(p, convo), advance_task(p, plan, convo),
-                             assert_claim(p, convo, needs_progress=True)]
+        rules: list[Rule] = [accept_handoff(convo), answer_in_room(p, convo), join_room(p, convo), keep_note(p, convo),
+                             advance_task(p, plan, convo), assert_claim(p, convo, needs_progress=True)]
         agent = RuleAgent(rules)
         if kind == "flaky":
             stale = RuleAgent([accept_handoff(convo), answer_in_room(p, convo),
@@ -284,7 +322,7 @@ def build_behaviour(spec: AgentSpec, plan: TaskPlan, *, behaviour: Behaviour | N
             return Flaky(agent, stale, p.fail_every or 2, convo)
         return agent
     if kind in ("reviewer", "disagreeing_reviewer"):
-        return RuleAgent([answer_in_room(p, convo), assert_claim(
+        return RuleAgent([answer_in_room(p, convo), join_room(p, convo), keep_note(p, convo), assert_claim(
             p, convo, needs_progress=True, contradict=kind == "disagreeing_reviewer")])
     return RuleAgent([resolve_conflict(convo)])
 

@@ -25,6 +25,7 @@ are computed from the store alone.
 from __future__ import annotations
 
 import random
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,7 @@ from simulations.scenario import (
     Entry,
     GrantEntry,
     ModelReplacement,
+    OpenRoomEntry,
     PdpOutage,
     PolicyChange,
     ResolveEntry,
@@ -177,6 +179,8 @@ class ScenarioDriver:
         self.stop_us = self.start_us + _us(scenario.stop.at_s)
         self.totals = Totals()
         self._faults = 0
+        self._outage = False
+        self._deferred: list[Planned] = []
 
     def _adapter(self, agent_id: str, *, behaviour: Behaviour | None = None, model: str | None = None
                  ) -> AgentAdapter:
@@ -202,6 +206,9 @@ class ScenarioDriver:
             w.compare_and_set_state(gov, key, 0, value)
         for r in self.s.world.rooms:
             w.create_room(r.opener, r.goal, members=[m for m in r.members if m != r.opener], room_id=r.id)
+        for m in self.s.world.memories:
+            w.store_memory(m.owner, m.content, m.epistemic_type, scope=m.scope, room_id=m.room,
+                           permission_scope={"sensitivity": m.sensitivity} if m.sensitivity else None)
         for sub in self.s.world.subscriptions:
             w.subscribe(gov, sub.subject, agent_id=sub.agent)
         for e in self.s.world.edges:
@@ -217,7 +224,12 @@ class ScenarioDriver:
         i = 0
         while self.totals.rounds < self.s.stop.max_rounds:
             while i < len(planned) and planned[i].at_us <= self.clock.now_us():
-                self._apply(planned[i])
+                try:
+                    self._apply(planned[i])
+                except PolicyUnavailable:
+                    if not self._outage:
+                        raise
+                    self._deferred.append(planned[i])  # refused (fail closed): retried once the PDP is back
                 i += 1
             horizon = planned[i].at_us if i < len(planned) else self.stop_us
             self._run_until_quiet(horizon)
@@ -264,6 +276,11 @@ class ScenarioDriver:
         elif isinstance(e, ResolveEntry):
             self.world.append_event(e.agent, "conflict.resolved", {"term": e.term, "decision": e.value},
                                     subject_kind="room", subject_id=f"conflict-{e.term}")
+        elif isinstance(e, OpenRoomEntry):
+            opener = e.opener or self.gov
+            self.world.create_room(opener, e.goal, members=[m for m in e.members if m != opener], room_id=e.room)
+            if opener not in e.members:
+                self.world.leave_room(opener, e.room)  # it convenes; it does not answer
         elif isinstance(e, StateWriteEntry):
             current = self.world.store.read.get("state_entries", key=e.key)
             self.world.compare_and_set_state(e.agent, e.key, int(current["version"]) if current else 0, e.value)
@@ -333,19 +350,33 @@ class ScenarioDriver:
             raise PolicyUnavailable("a pdp_outage needs the runtime's own PDP (not an external PDP address)")
         self._record("pdp_outage", i, duration_s=e.duration_s)
         self.hooks.managed_pdp.stop(keep_files=True)
+        self._outage = True
 
     def _end_outage(self, i: int) -> None:
+        """Restart the PDP, record the result, then apply the entries the outage refused (the scenario's
+        own calls fail closed like everyone's, and are retried once, in order)."""
         assert self.hooks.managed_pdp is not None
         self.hooks.managed_pdp.start()
-        refused = self.totals.unavailable
-        self._result("pdp_outage", i, "restored", refused_so_far=refused)
+        self._outage = False
+        deferred, self._deferred = self._deferred, []
+        self._result("pdp_outage", i, "restored", refused_so_far=self.totals.unavailable,
+                     deferred_entries=len(deferred))
+        for p in deferred:
+            self._apply(p)
 
     def _policy_change(self, e: PolicyChange, i: int) -> None:
         if self.hooks.reload_policies is None:
             raise PolicyUnavailable("a policy_change needs a runtime that can reload its PDP's policies")
-        self._record("policy_change", i, policy_dir=e.policy_dir)
+        self._record("policy_change", i, policy_dir=e.policy_dir, overlay=e.overlay)
+        source = self.s.resolve_path(e.policy_dir)
+        if e.overlay is not None:  # a copy of the policy set with the overlay's files laid over it
+            target = self.work_dir / f"policies-{i}"
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(source, target)
+            shutil.copytree(self.s.resolve_path(e.overlay), target, dirs_exist_ok=True)
+            source = target
         try:
-            self.hooks.reload_policies(self.s.resolve_path(e.policy_dir))
+            self.hooks.reload_policies(source)
         except PolicyRejected as exc:
             self._result("policy_change", i, "rejected", reason=exc.reason[:500])
             return

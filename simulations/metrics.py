@@ -100,6 +100,14 @@ class _Wake:
 
 
 @dataclass
+class _Memory:
+    owner: str
+    scope: str
+    status: str
+    sensitivity: int
+
+
+@dataclass
 class _Fold:
     """What the log fold accumulates."""
 
@@ -142,6 +150,19 @@ class _Fold:
     frames: list[TopologyFrame] = field(default_factory=list)
     answer_memories: dict[str, str] = field(default_factory=dict)   # memory -> room, while private
     early_reveals: int = 0
+    clearance: dict[str, int] = field(default_factory=dict)
+    memories: dict[str, _Memory] = field(default_factory=dict)   # memory id -> what its visibility depends on
+    reviewers: dict[str, str] = field(default_factory=dict)      # candidate memory -> the reviewer it was routed to
+    private_shown: int = 0
+    shared_shown: int = 0
+    candidate_shown: int = 0
+    above_clearance_shown: int = 0
+    epoch: str | None = None
+    epoch_changed: bool = False
+    old_epoch_after_change: int = 0
+    new_epoch_after_change: int = 0
+    outage_from_us: int | None = None
+    during_outage: int = 0
     events: int = 0
     last_us: int = 0
 
@@ -187,6 +208,10 @@ class _Folder:
             f.mutations += 1
             self._topology(e, t, kind)
         self._audit(e, kind)
+        self._memory_rows(e)
+        self._epoch(e, kind)
+        if f.outage_from_us is not None and not kind.startswith("sim."):
+            f.during_outage += 1  # anything written while the PDP was down
         m = _WAKE_OP.match(str(e["op_id"]))
         if m and kind not in BOOKKEEPING:
             f.side_effects += 1
@@ -209,6 +234,8 @@ class _Folder:
         for w in _inserted(e, "wakes"):
             self._new_wake(w, t)
         for d in e["payload"].get("decisions", []):
+            if d.get("kind") == "route_review" and d.get("memory") and d.get("reviewer"):
+                self.f.reviewers[str(d["memory"])] = str(d["reviewer"])
             if d.get("kind") == "suppress":
                 self.f.suppress_reasons[str(d.get("reason"))] += 1
                 self.f.tick("suppressed", t)
@@ -225,6 +252,60 @@ class _Folder:
             cost = tr.get("cost") or {}
             self.f.context_bytes += int(cost.get("context_bytes", 0))
             self.f.traced += 1
+            self._shown(str(tr.get("agent_id")), tr.get("retrieved_refs") or [])
+
+    def _shown(self, agent: str, refs: list[str]) -> None:
+        """What a run was shown, against who may see it: another's private memory, a candidate to anyone
+        but its owner and its reviewer, a memory above the agent's clearance."""
+        f = self.f
+        for ref in refs:
+            if not str(ref).startswith("memory:"):
+                continue
+            mid = str(ref)[len("memory:"):]
+            mem = f.memories.get(mid)
+            if mem is None or mem.owner == agent:
+                continue
+            if mem.scope != "private" and mem.status != "candidate" and mem.sensitivity <= f.clearance.get(agent, 0):
+                f.shared_shown += 1
+            if mem.status == "candidate":
+                f.candidate_shown += f.reviewers.get(mid) != agent  # its reviewer sees it, to review it
+            elif mem.scope == "private":
+                f.private_shown += 1
+            if mem.sensitivity > f.clearance.get(agent, 0):
+                f.above_clearance_shown += 1
+
+    def _memory_rows(self, e: dict[str, Any]) -> None:
+        for c in e["changes"]:
+            if c.get("table") != "memory":
+                continue
+            v = c.get("values") or {}
+            mid = v.get("memory_id") or (c.get("key") or {}).get("memory_id")
+            if c.get("op") == "insert" and mid:
+                scope = v.get("permission_scope") or {}
+                sens = scope.get("sensitivity", 0) if isinstance(scope, dict) else 0
+                self.f.memories[str(mid)] = _Memory(str(v.get("owner")), str(v.get("scope")), str(v.get("status")),
+                                                    int(sens) if isinstance(sens, int) else 0)
+            elif mid and str(mid) in self.f.memories:
+                mem = self.f.memories[str(mid)]
+                mem.status = str(v.get("status", mem.status))
+                mem.scope = str(v.get("scope", mem.scope))
+                if isinstance(v.get("reviewer"), str):
+                    self.f.reviewers[str(mid)] = str(v["reviewer"])
+
+    def _epoch(self, e: dict[str, Any], kind: str) -> None:
+        f = self.f
+        if kind == "policy.activated":
+            for row in _inserted(e, "policy_epochs"):
+                if f.epoch is not None and row.get("epoch") != f.epoch:
+                    f.epoch_changed = True
+                f.epoch = str(row.get("epoch"))
+            return
+        stamped = e.get("policy_epoch")
+        if f.epoch_changed and stamped:
+            if stamped == f.epoch:
+                f.new_epoch_after_change += 1
+            else:
+                f.old_epoch_after_change += 1
 
     on_wake_cancel = on_wake_ack
 
@@ -310,10 +391,14 @@ class _Folder:
 
     def on_sim_fault(self, e: dict[str, Any], t: int) -> None:
         self.f.faults.append({**e["payload"], "at_us": t, "seq": int(e["seq"])})
+        if e["payload"].get("kind") == "pdp_outage":
+            self.f.outage_from_us = t
 
     def on_sim_fault_result(self, e: dict[str, Any], t: int) -> None:
         p = e["payload"]
         self.f.fault_results[int(p["entry"])] = {**p, "at_us": t}
+        if p.get("kind") == "pdp_outage":
+            self.f.outage_from_us = None
         if p.get("kind") == "stale_write":
             if p.get("result") == "version_conflict":
                 self.f.stale_refused += 1
@@ -383,7 +468,8 @@ def compute_metrics(scenario: Scenario, store: Store, start_us: int, stop_us: in
     """Fold the log of a finished run of ``scenario`` into its metrics and time series."""
     bucket_us = max(1, round(scenario.clock.bucket_s * 1e6))
     buckets = max(1, -(-(stop_us - start_us) // bucket_us))
-    fold = _Fold(agents={a.id for a in scenario.agents}, start_us=start_us, bucket_us=bucket_us, buckets=buckets)
+    fold = _Fold(agents={a.id for a in scenario.agents}, start_us=start_us, bucket_us=bucket_us, buckets=buckets,
+                 clearance={a.id: a.authority.clearance for a in scenario.agents})
     folder = _Folder(fold)
     folder.frame(start_us, "start")
     for event in _pages(store):
@@ -518,6 +604,16 @@ def _counts(f: _Fold) -> dict[str, int]:
         "redone_units": f.redone_units, "denied_attempts": f.denied, "agent_actions": f.actions,
         "unauthorized_actions": f.unauthorized, "topology_mutations": f.mutations, "faults": len(f.faults),
         "deliveries": deliveries, "policy_epochs": len(f.epochs), "traced_runs": f.traced,
+        "memories": len(f.memories), "memory_candidates": sum(m.status == "candidate" for m in f.memories.values()),
+        "answers": sum(f.answers_seen.values()), "shared_memory_shown_to_others": f.shared_shown,
+        "private_memory_shown_to_others": f.private_shown, "candidate_memory_shown_to_others": f.candidate_shown,
+        "memory_shown_above_clearance": f.above_clearance_shown,
+        "events_on_old_epoch_after_change": f.old_epoch_after_change,
+        "events_on_new_epoch_after_change": f.new_epoch_after_change, "events_during_pdp_outage": f.during_outage,
+        "runs_refused_by_pdp_outage": max((int(r.get("refused_so_far", 0)) for r in f.fault_results.values()
+                                           if r.get("kind") == "pdp_outage"), default=0),
+        "entries_deferred_by_pdp_outage": sum(int(r.get("deferred_entries", 0)) for r in f.fault_results.values()
+                                              if r.get("kind") == "pdp_outage"),
     }
 
 
@@ -527,6 +623,10 @@ def _checks(f: _Fold) -> dict[str, bool]:
         "blind_answers_hidden_until_all_committed": f.early_reveals == 0,
         "no_unauthorized_action": f.unauthorized == 0,
         "no_duplicate_side_effect": all(n == 1 for n in f.side_effect_keys.values()),
+        "private_memory_never_shown_to_others": f.private_shown == 0 and f.candidate_shown == 0,
+        "no_memory_shown_above_clearance": f.above_clearance_shown == 0,
+        "nothing_written_during_pdp_outage": f.during_outage == 0,
+        "later_events_on_the_new_policy_epoch": f.old_epoch_after_change == 0,
     }
 
 

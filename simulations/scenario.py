@@ -67,6 +67,15 @@ class HandoffSpec(Strict):
     representation: Representation = "pointers"
 
 
+class NoteSpec(Strict):
+    """A memory the agent stores (private) on its first wake; ``propose``: on the next, it proposes it for
+    review (a candidate the controller routes to a reviewer; never a shared fact before review)."""
+
+    content: str = Field(min_length=1, max_length=2000)
+    epistemic_type: Literal["observation", "inference", "hypothesis", "decision", "plan"] = "observation"
+    propose: bool = False
+
+
 class BehaviourParams(Strict):
     """Parameters of the behaviour library (``simulations.behaviours``); each behaviour reads its own."""
 
@@ -75,7 +84,11 @@ class BehaviourParams(Strict):
     handoff: HandoffSpec | None = None
     fail_every: int = Field(default=0, ge=0, description="flaky: every n-th wake ends without acting")
     forward_to: AgentId | None = Field(default=None, description="post a delta the next agent subscribes to")
-    answer: str | None = Field(default=None, description="a private answer committed before a room opens")
+    answer: str | None = Field(default=None, description="the blind answer it commits in any open room it sits in")
+    note: NoteSpec | None = None
+    follows: AgentId | None = Field(default=None, description="a task whose committed step bounds mine: I "
+                                    "advance only up to it (a reviewer of another's work)")
+    join: AgentId | None = Field(default=None, description="a room it joins on its first wake")
 
 
 class Authority(Strict):
@@ -120,10 +133,23 @@ class EdgeSpec(Strict):
     edge_type: Literal["info", "review", "delegate"] = "info"
 
 
+class MemorySpec(Strict):
+    """A memory in the initial world: private to its owner, or in a room (``sensitivity`` above an agent's
+    clearance keeps it from that agent even inside the room)."""
+
+    owner: AgentId
+    content: str = Field(min_length=1, max_length=2000)
+    epistemic_type: str = Field(default="observation", min_length=1, max_length=30)
+    scope: Literal["private", "room"] = "private"
+    room: AgentId | None = None
+    sensitivity: int = Field(default=0, ge=0, le=5)
+
+
 class WorldSpec(Strict):
     tasks: list[TaskSpec] = Field(default_factory=list)
     state: dict[str, Any] = Field(default_factory=dict)
     rooms: list[RoomSpec] = Field(default_factory=list)
+    memories: list[MemorySpec] = Field(default_factory=list)
     subscriptions: list[SubscriptionSpec] = Field(default_factory=list)
     edges: list[EdgeSpec] = Field(default_factory=list)
 
@@ -161,6 +187,17 @@ class ResolveEntry(Entry):
     agent: AgentId
     term: str = Field(min_length=1, max_length=200)
     value: str = Field(min_length=1, max_length=200)
+
+
+class OpenRoomEntry(Entry):
+    """``opener`` (default: the governor, who then leaves: it convenes, it does not answer) opens ``room``
+    with ``members``; the controller wakes each member."""
+
+    kind: Literal["open_room"]
+    room: AgentId
+    goal: str = Field(default="convened by the scenario", min_length=1, max_length=2000)
+    members: list[AgentId] = Field(min_length=1)
+    opener: AgentId | None = None
 
 
 class StateWriteEntry(Entry):
@@ -205,8 +242,12 @@ class PdpOutage(Entry):
 
 
 class PolicyChange(Entry):
+    """Deploy ``policy_dir`` (with the files of ``overlay`` laid over a copy of it, if given) as a new policy
+    epoch and reload the PDP."""
+
     kind: Literal["policy_change"]
     policy_dir: str
+    overlay: str | None = None
 
 
 class RuleChange(Entry):
@@ -229,7 +270,8 @@ class ConversationReplacement(Entry):
 
 
 TimelineEntry = Annotated[
-    WakeEntry | ClaimEntry | ResolveEntry | StateWriteEntry | GrantEntry | WorkerCrash | DuplicateDelivery
+    WakeEntry | ClaimEntry | ResolveEntry | OpenRoomEntry | StateWriteEntry | GrantEntry | WorkerCrash
+    | DuplicateDelivery
     | StaleWrite | PdpOutage | PolicyChange | RuleChange | ModelReplacement | ConversationReplacement,
     Field(discriminator="kind")]
 FAULT_KINDS = ("worker_crash", "duplicate_delivery", "stale_write", "pdp_outage", "policy_change", "rule_change",
@@ -383,7 +425,7 @@ def _line_of(loc: Sequence[str | int], lines: Mapping[Path_, int]) -> tuple[int,
 
 def _is_tag(part: str) -> bool:
     """Pydantic names the union member in the location (``wake``, ``function-after[...]``)."""
-    kinds = {"wake", "claim", "resolve", "state_write", "grant", *FAULT_KINDS}
+    kinds = {"wake", "claim", "resolve", "open_room", "state_write", "grant", *FAULT_KINDS}
     return part in kinds or "[" in part
 
 
@@ -430,6 +472,8 @@ def _check_references(s: Scenario, file: str, lines: Mapping[Path_, int]) -> Non
         fail(("governor",), f"{s.governor!r} is the governor; declare it once (behaviour human_governor "
                             "agents are separate principals)", timeline=False)
     seen: set[str] = set()
+    tasks = {t.id for t in s.world.tasks}
+    rooms = {r.id for r in s.world.rooms} | {e.room for e in s.timeline if isinstance(e, OpenRoomEntry)}
     for i, a in enumerate(s.agents):
         if a.id in seen:
             fail(("agents", i, "id"), f"agent {a.id!r} is declared twice", timeline=False)
@@ -438,6 +482,12 @@ def _check_references(s: Scenario, file: str, lines: Mapping[Path_, int]) -> Non
             target = a.params.handoff.to if key == "handoff" and a.params.handoff else getattr(a.params, key, None)
             if isinstance(target, str) and target not in agents:
                 fail(("agents", i, "params", key), f"names agent {target!r}, which is not declared", timeline=False)
+        if a.params.follows is not None and a.params.follows not in tasks:
+            fail(("agents", i, "params", "follows"), f"names task {a.params.follows!r}, which is not declared "
+                 "in world.tasks", timeline=False)
+        if a.params.join is not None and a.params.join not in rooms:
+            fail(("agents", i, "params", "join"), f"names room {a.params.join!r}, which neither world.rooms nor "
+                 "an open_room entry declares", timeline=False)
     _check_world(s, agents, fail)
     _check_timeline(s, agents, fail)
     _check_paths(s, fail)
@@ -461,6 +511,16 @@ def _check_world(s: Scenario, agents: set[str], fail: Any) -> None:
             if who not in agents:
                 path = ("world", "rooms", i, "opener") if j == 0 else ("world", "rooms", i, "members", j - 1)
                 fail(path, f"names agent {who!r}, which is not declared", timeline=False)
+    rooms = {r.id for r in s.world.rooms}
+    for i, m in enumerate(s.world.memories):
+        if m.owner not in agents:
+            fail(("world", "memories", i, "owner"), f"names agent {m.owner!r}, which is not declared", timeline=False)
+        if (m.scope == "room") != (m.room is not None):
+            fail(("world", "memories", i, "room"), "a room memory names its room; a private one names none",
+                 timeline=False)
+        if m.room is not None and m.room not in rooms:
+            fail(("world", "memories", i, "room"), f"names room {m.room!r}, which is not declared in world.rooms",
+                 timeline=False)
     for i, sub in enumerate(s.world.subscriptions):
         if sub.agent not in agents:
             fail(("world", "subscriptions", i, "agent"), f"names agent {sub.agent!r}, which is not declared",
@@ -487,6 +547,12 @@ def _check_timeline(s: Scenario, agents: set[str], fail: Any) -> None:
             who = getattr(entry, field, None)
             if who is not None and who not in agents:
                 fail(("timeline", i, field), f"names agent {who!r}, which is not declared")
+        if isinstance(entry, OpenRoomEntry):
+            for j, who in enumerate(entry.members):
+                if who not in agents:
+                    fail(("timeline", i, "members", j), f"names agent {who!r}, which is not declared")
+            if entry.opener is not None and entry.opener not in agents and entry.opener != s.governor:
+                fail(("timeline", i, "opener"), f"names agent {entry.opener!r}, which is not declared")
         task = getattr(entry, "task", None)
         if task is not None and task not in tasks:
             fail(("timeline", i, "task"), f"names task {task!r}, which is not declared in world.tasks")
@@ -506,9 +572,12 @@ def _check_paths(s: Scenario, fail: Any) -> None:
             fail(("rules", "constants", name), f"no rule file in {s.rules.dir!r} declares constant {name!r}; "
                  f"declared: {', '.join(sorted(declared))}", timeline=False)
     for i, entry in enumerate(s.timeline):
-        field = "policy_dir" if isinstance(entry, PolicyChange) else "rule_dir" if isinstance(entry, RuleChange) else ""
-        if field and not s.resolve_path(getattr(entry, field)).is_dir():
-            fail(("timeline", i, field), f"directory {getattr(entry, field)!r} not found", timeline=False)
+        fields = ("policy_dir", "overlay") if isinstance(entry, PolicyChange) else \
+            ("rule_dir",) if isinstance(entry, RuleChange) else ()
+        for field in fields:
+            value = getattr(entry, field)
+            if value is not None and not s.resolve_path(value).is_dir():
+                fail(("timeline", i, field), f"directory {value!r} not found", timeline=False)
 
 
 def iter_entries(s: Scenario) -> Iterator[tuple[int, Entry]]:
@@ -517,7 +586,8 @@ def iter_entries(s: Scenario) -> Iterator[tuple[int, Entry]]:
 
 
 __all__ = ["BEHAVIOURS", "FAULT_KINDS", "AgentSpec", "Behaviour", "BehaviourParams", "ClaimEntry",
-           "ConversationReplacement", "DuplicateDelivery", "GrantEntry", "ModelReplacement", "PdpOutage",
+           "ConversationReplacement", "DuplicateDelivery", "GrantEntry", "MemorySpec", "ModelReplacement", "NoteSpec",
+           "OpenRoomEntry", "PdpOutage",
            "PolicyChange", "Representation", "ResolveEntry", "RuleChange", "Scenario", "StaleWrite",
            "StateWriteEntry", "TaskSpec", "TimelineEntry", "WakeEntry", "WorkerCrash", "iter_entries",
            "load_scenario", "parse_scenario"]

@@ -1,25 +1,41 @@
-"""Every shipped scenario runs at its small size and gives the figures the seeds expect."""
+"""Every shipped scenario runs at its small size and gives the figures the seeds expect (each runs once per
+session: the ``shipped`` fixture caches its result)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from engine.settings import Settings
-from simulations.run import Result, simulate_file
+from simulations.run import Result, compare
 from tests.simulations.conftest import SCENARIOS
 
 SHIPPED = sorted(p.name for p in SCENARIOS.glob("*.yaml"))
+Shipped = Callable[[str], Result]
 
 
-def run(name: str, tmp_path: Path, settings: Settings, *, plots: bool = False) -> Result:
-    return simulate_file(SCENARIOS / name, tmp_path / name, settings=settings, plots=plots)
+def events(result: Result) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (result.out / "events.jsonl").read_text().splitlines()]
+
+
+def traces(result: Result) -> list[dict[str, Any]]:
+    """Every run's trace (agent, refs it was shown), in log order."""
+    return [c["values"] for e in events(result) if e["event_type"] == "wake.ack"
+            for c in e["changes"] if c.get("table") == "traces"]
+
+
+def memory_ids(result: Result, content: str) -> set[str]:
+    return {c["values"]["memory_id"] for e in events(result) for c in e["changes"]
+            if c.get("table") == "memory" and c.get("op") == "insert" and c["values"]["content"] == content}
 
 
 @pytest.mark.parametrize("name", SHIPPED)
-def test_shipped_scenario_meets_its_expectations(name: str, tmp_path: Path, sim_settings: Settings) -> None:
-    result = run(name, tmp_path, sim_settings)
+def test_shipped_scenario_meets_its_expectations(name: str, shipped: Shipped) -> None:
+    result = shipped(name)
     assert result.scenario.expect, f"{name} states no expectation"
     assert result.expectations == dict.fromkeys(result.scenario.expect, True)
     assert result.metrics.checks == dict.fromkeys(result.metrics.checks, True)
@@ -27,39 +43,133 @@ def test_shipped_scenario_meets_its_expectations(name: str, tmp_path: Path, sim_
     assert result.metrics.counts["wakes_with_two_receipts"] == 0
 
 
-def test_flagship_isolates_shares_joins_resolves_and_leaves(tmp_path: Path, sim_settings: Settings) -> None:
-    result = run("flagship.yaml", tmp_path, sim_settings, plots=True)
+def test_flagship_isolates_shares_joins_resolves_and_leaves(shipped: Shipped) -> None:
+    result = shipped("flagship.yaml")
     m = result.metrics
     assert m.task_quality == 1.0
     assert m.counts["conflicts_opened"] == 1 and m.counts["conflicts_resolved"] == 1
     assert m.coordination_latency_s is not None and m.coordination_latency_s > 0
     assert m.checks["blind_answers_hidden_until_all_committed"]
-    kinds = [line.split('"event_type":"')[1].split('"')[0] for line in
-             (tmp_path / "flagship.yaml" / "events.jsonl").read_text().splitlines()]
+    kinds = [e["event_type"] for e in events(result)]
     shared, opened, closed = kinds.index("topology.changed"), kinds.index("room.opened"), kinds.index("room.closed")
     assert shared < kinds.index("claim.contested") < opened < kinds.index("room.answered") < closed
     for png in ("topology", "wakes", "conflicts", "duplicates"):
-        assert (tmp_path / "flagship.yaml" / f"{png}.png").stat().st_size > 5000
-    assert "topology.png" in (tmp_path / "flagship.yaml" / "report.html").read_text()
+        assert (result.out / f"{png}.png").stat().st_size > 5000
+    assert "topology.png" in (result.out / "report.html").read_text()
 
 
-def test_duplicate_wake_at_ten_deliveries_gives_one_wake_and_one_effect(tmp_path: Path,
-                                                                         sim_settings: Settings) -> None:
-    m = run("duplicate_wake.yaml", tmp_path, sim_settings).metrics
+def test_duplicate_wake_at_ten_deliveries_gives_one_wake_and_one_effect(shipped: Shipped) -> None:
+    m = shipped("duplicate_wake.yaml").metrics
     assert m.counts["deliveries"] == 10
     assert m.counts["wakes"] == 1 and m.counts["receipts"] == 1
     assert m.counts["state_writes"] == 1 and m.duplicate_side_effect_rate == 0.0
 
 
-def test_wake_storm_is_suppressed_within_depth(tmp_path: Path, sim_settings: Settings) -> None:
-    m = run("wake_storm.yaml", tmp_path, sim_settings).metrics
+def test_wake_storm_is_suppressed_within_depth(shipped: Shipped) -> None:
+    m = shipped("wake_storm.yaml").metrics
     assert m.counts["suppressed_depth"] >= 1
     assert m.counts["wakes"] == 3  # depths 0, 1, 2 of A -> B -> C; the hop back to A is suppressed
 
 
-def test_crashed_wake_is_rerun_once_without_repeating_its_effects(tmp_path: Path, sim_settings: Settings) -> None:
-    m = run("crash_recovery.yaml", tmp_path, sim_settings).metrics
+def test_crashed_wake_is_rerun_once_without_repeating_its_effects(shipped: Shipped) -> None:
+    m = shipped("crash_recovery.yaml").metrics
     assert m.counts["wakes_run_twice"] == 1
     assert m.counts["receipts"] == m.counts["wakes"]
     assert m.counts["state_writes"] == 2  # two steps, each written once although one wake ran twice
     assert m.recovery_success == 1.0
+
+
+# -- seed 001 benchmark 1 and H3 ----------------------------------------------------------------------------
+
+def test_sleep_wake_continues_every_long_task_from_the_world(shipped: Shipped) -> None:
+    """Benchmark 1: runs separated by sleeps of random length; two conversations lost mid-task. Every step
+    is done once, in order (Q = 1, D_R = 0), no write conflicts, both interrupted agents continue (F_C = 1)."""
+    m = shipped("sleep_wake.yaml").metrics
+    assert (m.task_quality, m.continuation_fidelity, m.duplicate_work_ratio, m.state_conflict_rate) == (1, 1, 0, 0)
+    assert m.counts["tasks_completed"] == 8 and m.counts["work_units"] == 32 and m.counts["redone_units"] == 0
+    assert m.counts["acted"] == 32 and m.counts["no_action"] == 8  # the wakes after a task's end decline
+    assert m.counts["faults"] == 2
+
+
+def test_event_driven_wakes_match_polling_quality_at_lower_cost(tmp_path: Path, sim_settings: Settings) -> None:
+    """H3: the same work, Bo woken by the controller on each of Ada's steps vs every 30 s. Equal quality;
+    event-driven wakes all act, polling's mostly do not, and polling shows agents more context in all."""
+    event, poll = compare(SCENARIOS / "event_driven.yaml", SCENARIOS / "polling.yaml", tmp_path,
+                          settings=sim_settings)
+    e, p = event.metrics, poll.metrics
+    assert e.task_quality == p.task_quality == 1.0
+    assert (e.counts["wakes"], e.counts["acted"], e.wake_efficiency) == (10, 10, 1.0)
+    assert (p.counts["wakes"], p.counts["acted"], p.counts["no_action"]) == (25, 10, 15)
+    assert p.wake_efficiency == 0.4
+    assert p.context_cost_bytes > 2 * e.context_cost_bytes
+    table = (tmp_path / "compare.md").read_text()
+    assert "| figure | event-driven | polling |" in table and "| wake_efficiency | 1 | 0.4 |" in table
+    assert (tmp_path / "compare.png").stat().st_size > 5000
+
+
+# -- MVP tests 5, 6, 8, 9, 15 ----------------------------------------------------------------------------------
+
+def test_private_memory_is_never_shown_to_the_follower(shipped: Shipped) -> None:
+    result = shipped("private_memory.yaml")
+    (note,) = memory_ids(result, "the acquisition closes on Friday")
+    shown = [(t["agent_id"], f"memory:{note}" in t["retrieved_refs"]) for t in traces(result)]
+    assert ("ada", True) in shown                            # the owner sees her note ...
+    assert [s for a, s in shown if a == "bo"] == [False] * 2  # ... Bo, woken on each of her two steps, never
+    assert result.metrics.counts["private_memory_shown_to_others"] == 0
+
+
+def test_candidate_memory_goes_to_its_reviewer_and_is_nobodys_shared_fact(shipped: Shipped) -> None:
+    result = shipped("candidate_memory.yaml")
+    (cand,) = memory_ids(result, "the API allows 100 requests/s")
+    steps = [d for e in events(result) if e["event_type"] == "controller.step" for d in e["payload"]["decisions"]]
+    assert [(d["kind"], d["memory"], d["reviewer"]) for d in steps if d["kind"] == "route_review"] == [
+        ("route_review", cand, "rita")]
+    seen = {t["agent_id"]: f"memory:{cand}" in t["retrieved_refs"] for t in traces(result)}
+    assert seen["rita"] is True and seen["bo"] is False    # the reviewer sees it to review it; Bo does not
+    m = result.metrics
+    assert m.counts["memory_candidates"] == 1 and m.counts["candidate_memory_shown_to_others"] == 0
+
+
+def test_blind_answers_are_unseen_until_the_last_commit_reveals_all(shipped: Shipped) -> None:
+    result = shipped("blind_then_join.yaml")
+    answered = [e for e in events(result) if e["event_type"] == "room.answered"]
+    assert [e["payload"]["revealed"] for e in answered] == [[], [], ["ann", "ben", "cy"]]
+    answers = {c["values"]["memory_id"] for e in answered for c in e["changes"]
+               if c.get("table") == "memory" and c.get("op") == "insert"}
+    for t in traces(result):  # every member ran before the reveal: none was shown any answer
+        assert not answers & {r.removeprefix("memory:") for r in t["retrieved_refs"]}, t["agent_id"]
+
+
+def test_joining_a_room_shares_its_memory_but_no_secret_and_no_authority(shipped: Shipped) -> None:
+    result = shipped("permission_join.yaml")
+    plain, secret, private = (memory_ids(result, c).pop() for c in (
+        "deploys happen at 17:00", "the HSM recovery code is in safe 2", "I think lo is new"))
+    last = [t for t in traces(result) if t["agent_id"] == "lo"][-1]["retrieved_refs"]
+    assert "room:ops" in last and f"memory:{plain}" in last
+    assert f"memory:{secret}" not in last and f"memory:{private}" not in last
+    grants = [e for e in events(result) if e["event_type"] == "agent.granted" and e["subject_id"] == "lo"]
+    assert len(grants) == 1  # the join granted nothing
+    assert result.metrics.counts["memory_shown_above_clearance"] == 0
+
+
+def test_a_wake_with_nothing_to_do_ends_in_one_no_action_receipt(shipped: Shipped) -> None:
+    m = shipped("no_action_receipt.yaml").metrics
+    assert (m.counts["wakes"], m.counts["receipts"], m.counts["no_action"], m.counts["traced_runs"]) == (3, 3, 2, 3)
+
+
+# -- faults: PDP outage and policy change ----------------------------------------------------------------------
+
+def test_pdp_outage_fails_closed_and_work_resumes_and_a_policy_change_is_a_new_epoch(shipped: Shipped) -> None:
+    result = shipped("policy_faults.yaml")
+    m, log = result.metrics, events(result)
+    fault_at = {e["payload"]["kind"]: e["seq"] for e in log if e["event_type"] == "sim.fault"}
+    restored = next(e["seq"] for e in log if e["event_type"] == "sim.fault_result"
+                    and e["payload"]["kind"] == "pdp_outage")
+    assert [e["event_type"] for e in log if fault_at["pdp_outage"] < e["seq"] < restored] == []  # fail closed
+    assert m.counts["runs_refused_by_pdp_outage"] >= 1 and m.counts["entries_deferred_by_pdp_outage"] == 1
+    assert m.counts["wakes"] == m.counts["receipts"] == 8 and m.task_quality == 1.0  # and the work resumed
+    epochs = [e["payload"].get("epoch") or e["subject_id"] for e in log if e["event_type"] == "policy.activated"]
+    assert len(epochs) == 2 and epochs[0] != epochs[1]
+    later = [e["policy_epoch"] for e in log if e["seq"] > fault_at["policy_change"] and e["policy_epoch"]
+             and e["event_type"] != "policy.activated"]
+    assert later and set(later) == {epochs[1]}
