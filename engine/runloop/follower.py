@@ -53,6 +53,8 @@ from engine.world.topology import EdgeChange
 
 CONTROLLER_AGENT = "pmw-controller"
 CONTROLLER_CAPABILITIES = ("room.open", "state.write", "topology.write")
+# A conflict room the agents abandon is a zombie: closed once nobody is left, or after an idle hour.
+CONFLICT_ROOM_STOP = "members:0|idle:3600"
 # Runtime bookkeeping that no rule reads: observing it could only cost time (and the controller's own
 # step events must never feed back into it).
 SKIPPED_EVENTS = frozenset({"controller.step", "agent.decided", "wake.claim", "policy.activated",
@@ -278,7 +280,8 @@ class ControllerLoop:
                                   op_id=op, cause=cause)
         elif d.op is TopologyOp.JOIN and d.room is not None:
             try:
-                w.create_room(me, d.reason, members=list(d.agents), room_id=d.room, op_id=f"{op}.open", cause=cause)
+                w.create_room(me, d.reason, members=list(d.agents), room_id=d.room, op_id=f"{op}.open", cause=cause,
+                              stop_condition=CONFLICT_ROOM_STOP)
             except AlreadyExists:
                 for n, agent in enumerate(d.agents):
                     w.join_room(me, d.room, agent_id=agent, op_id=f"{op}.join{n}", cause=cause)

@@ -42,6 +42,7 @@ class RunStats:
     cycles: int = 0
     crashes: int = 0
     unavailable: int = 0
+    rooms_closed: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
     failed_followups: list[str] = field(default_factory=list)
 
@@ -102,6 +103,11 @@ class InProcessRunner:
             drained = self.loop.drain()
             stats.add_drain(drained)
             did = drained.events > 0
+            try:  # zombie rooms: closed by their stop condition (the controller may close what it opened)
+                stats.rooms_closed += len(self.world.close_stale_rooms(self.loop.actor))
+            except PolicyUnavailable:
+                stats.unavailable += 1
+                return did
         for _ in range(max_cycles):
             try:
                 cycle = self.worker.run_once()
