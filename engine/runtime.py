@@ -114,6 +114,8 @@ class Runtime:
         previous = self.world.current_policy_epoch()
         deployment = governance.deploy(source or self.settings.policy_dir, self.deploy_root(self.settings))
         self.pdp.reload()
+        if isinstance(self.world.policy, PdpAuthorizer):
+            self.world.policy.plan_memo.clear()  # plans of the old set are keyed by its epoch anyway
         deadline = time.monotonic() + observe_timeout_s
         while (seen := probe_epoch(self.pdp)) != deployment.epoch:
             if time.monotonic() > deadline:

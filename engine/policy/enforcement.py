@@ -17,6 +17,7 @@ from engine.errors import InvalidInput, NotPermitted, PolicyDenied, PolicyUnavai
 from engine.policy.attributes import principal, resource
 from engine.policy.cerbos_adapter import CerbosPdp
 from engine.policy.model import ACTIONS, Decision, PlanFilter, PrincipalRef
+from engine.policy.plan_memo import PlanMemo
 from store import Reader
 
 
@@ -103,14 +104,16 @@ def provisional_principal(actor: str) -> PrincipalRef:
 
 
 class PdpAuthorizer:
-    """Decisions from a Cerbos PDP, with principals built from the world's rows at decision time (never
-    cached across calls: capabilities are re-checked on every use)."""
+    """Decisions from a Cerbos PDP, with principals built from the world's rows at decision time:
+    capabilities are re-checked on every use. Checks always go to the PDP; query plans are remembered by
+    (epoch, principal, kind, action), which is exactly what decides them (:mod:`engine.policy.plan_memo`)."""
 
     external = True
 
-    def __init__(self, pdp: CerbosPdp, read: Reader) -> None:
+    def __init__(self, pdp: CerbosPdp, read: Reader, *, plan_memo: PlanMemo | None = None) -> None:
         self.pdp = pdp
         self.read = read
+        self.plan_memo = plan_memo if plan_memo is not None else PlanMemo()
 
     def _principal(self, actor: str, task_id: str = "", *, registering: bool = False) -> PrincipalRef:
         agent, accepted, rooms = self.read.principal_inputs(actor)
@@ -150,10 +153,19 @@ class PdpAuthorizer:
         return decisions[0].epoch
 
     def plan(self, actor: str, kind: str, action: str) -> PlanFilter:
-        return self.pdp.plan(self._principal(actor), kind, action)
+        (found,) = self._plans(actor, [(kind, action)])
+        return found
 
     def plans(self, actor: str, asked: Sequence[tuple[str, str]]) -> list[PlanFilter | None]:
-        return list(self.pdp.plans(self._principal(actor), asked))
+        return list(self._plans(actor, asked))
+
+    def _plans(self, actor: str, asked: Sequence[tuple[str, str]]) -> list[PlanFilter]:
+        """Plans for the principal as it is now (built from the rows), remembered per policy epoch
+        (:mod:`engine.policy.plan_memo`)."""
+        principal = self._principal(actor)
+        epoch = self.read.current_policy_epoch()
+        return self.plan_memo.plans(epoch["epoch"] if epoch else None, principal, asked,
+                                    lambda missing: self.pdp.plans(principal, missing))
 
     def decide_actions(self, actor: str, objects: Sequence[tuple[str, str, Mapping[str, Any] | None]]
                        ) -> list[Decision]:

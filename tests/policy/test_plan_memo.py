@@ -1,0 +1,91 @@
+"""Remembered query plans are exactly what the PDP would answer now: whatever changes an agent's
+authority (grants, clearance, rooms, status) or the policy epoch, a remembered plan never outlives it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.policy.cerbos_adapter import CerbosPdp
+from engine.policy.enforcement import PdpAuthorizer
+from engine.world import World
+from tests.conftest import add_agent, open_pdp_world
+
+KINDS = ("memory", "task", "state", "handoff", "room", "wake", "receipt", "artifact")
+CAPS = ["memory.write", "state.write", "task.create", "room.open", "memory.invoke"]
+SETTINGS = settings(max_examples=10, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+Change = tuple[str, Any]
+changes = st.lists(st.one_of(
+    st.tuples(st.just("grant"), st.lists(st.sampled_from(CAPS), unique=True, max_size=3)),
+    st.tuples(st.just("clearance"), st.integers(0, 5)),
+    st.tuples(st.just("join"), st.integers(0, 1)),
+    st.tuples(st.just("leave"), st.integers(0, 1)),
+    st.tuples(st.just("offline"), st.none()),
+    st.tuples(st.just("online"), st.none()),
+), max_size=8)
+
+
+def apply(world: World, rooms: list[str], change: Change) -> None:
+    what, arg = change
+    if what == "grant":
+        world.grant("gov", "b", capabilities=arg)
+    elif what == "clearance":
+        world.grant("gov", "b", clearance=arg)
+    elif what == "join":
+        world.join_room("gov", rooms[arg], agent_id="b")
+    elif what == "leave":
+        if any(m.agent_id == "b" for m in world.room_members(rooms[arg], actor="gov")):
+            world.leave_room("gov", rooms[arg], agent_id="b")
+    elif what == "offline":
+        if world.get_agent("b", actor="gov").status.value != "offline":
+            world.detach_session("term:t-b")
+    elif world.get_agent("b", actor="gov").status.value == "offline":
+        world.register_agent("b", "B", "worker", "t-b")
+        world.activate_session("term:t-b")
+
+
+def test_a_remembered_plan_always_equals_the_pdps_answer_now(pdp_client: CerbosPdp, tmp_path: Any) -> None:
+    @SETTINGS
+    @given(steps=changes)
+    def scenario(steps: list[Change]) -> None:
+        world = open_pdp_world("sqlite://", pdp_client, tmp_path / "art")
+        try:
+            add_agent(world, "a", ["room.open"])
+            add_agent(world, "b", ["memory.write"])
+            rooms = [world.create_room("a", f"room {i}").room_id for i in range(2)]
+            policy = world.policy
+            assert isinstance(policy, PdpAuthorizer)
+            for step in [None, *steps]:
+                if step is not None:
+                    apply(world, rooms, step)
+                remembered = policy.plans("b", [(k, "read") for k in KINDS])
+                again = policy.plans("b", [(k, "read") for k in KINDS])          # from the memo
+                fresh = pdp_client.plans(policy._principal("b"), [(k, "read") for k in KINDS])
+                assert remembered == again == fresh
+        finally:
+            world.close()
+    scenario()
+
+
+def test_the_memo_serves_repeats_and_misses_on_every_authority_or_epoch_change(pworld: World) -> None:
+    add_agent(pworld, "b", ["memory.write"])
+    policy = pworld.policy
+    assert isinstance(policy, PdpAuthorizer)
+    memo = policy.plan_memo
+    policy.plan("b", "memory", "read")
+    misses = memo.misses
+    policy.plan("b", "memory", "read")
+    assert (memo.misses, memo.hits >= 1) == (misses, True)        # a repeat is served from the memo
+    pworld.grant("gov", "b", clearance=3)                          # authority changed: the principal differs
+    policy.plan("b", "memory", "read")
+    assert memo.misses == misses + 1
+    epoch = pworld.current_policy_epoch()
+    assert epoch is not None
+    pworld.clock.advance(1)  # type: ignore[attr-defined]
+    pworld.activate_policy_epoch(epoch.epoch + "-again", "tests")  # a new epoch: nothing remembered applies
+    policy.plan("b", "memory", "read")
+    assert memo.misses == misses + 2
