@@ -220,6 +220,10 @@ class ScenarioDriver:
     def run(self) -> SimulationRun:
         """Set up, play the timeline, stop; returns the run (the world stays open)."""
         self.setup()
+        return self.play()
+
+    def play(self) -> SimulationRun:
+        """Play the timeline on a world :meth:`setup` prepared, until the stop."""
         planned = expand_timeline(self.s, self.start_us)
         i = 0
         while self.totals.rounds < self.s.stop.max_rounds:

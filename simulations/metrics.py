@@ -442,14 +442,26 @@ class _Folder:
         elif kind == "room.closed":
             f.rooms.pop(room, None)
         elif kind == "topology.changed":
-            src, _, rest = room.partition("->")
-            dst, _, etype = rest.partition(":")
-            edge = (src, dst, etype or "info")
-            if p.get("active", True):
-                f.edges.add(edge)
-            else:
-                f.edges.discard(edge)
-        self.frame(t, f"{kind} {room}")
+            # the edges are in the rows the event wrote (its subject is the topology version)
+            changed = []
+            for c in e["changes"]:
+                if c.get("table") != "topology_edges":
+                    continue
+                v, k = c.get("values") or {}, c.get("key") or {}
+                src, dst = v.get("source_agent", k.get("source_agent")), v.get("target_agent", k.get("target_agent"))
+                edge = (str(src), str(dst), str(v.get("edge_type", k.get("edge_type", "info"))))
+                if v.get("active", True):
+                    f.edges.add(edge)
+                    changed.append(f"{edge[2]} edge {edge[0]} -> {edge[1]}")
+                else:
+                    f.edges.discard(edge)
+                    changed.append(f"{edge[2]} edge {edge[0]} -> {edge[1]} removed")
+            self.frame(t, "; ".join(changed) or "topology changed")
+            return
+        label = {"room.opened": "room {} opened", "room.joined": "{} joined", "room.left": "{} left",
+                 "room.closed": "room {} closed"}[kind]
+        who = p.get("agent_id") if kind in ("room.joined", "room.left") else None
+        self.frame(t, label.format(f"{who} -> {room}" if who else room))
 
     def frame(self, t: int, label: str) -> None:
         f = self.f

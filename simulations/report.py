@@ -25,6 +25,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
+from matplotlib.ticker import MaxNLocator
 
 from simulations.metrics import Metrics, Series, TopologyFrame
 from simulations.scenario import Bounds, Scenario
@@ -127,9 +128,11 @@ def _draw_frame(ax: Axes, frame: TopologyFrame) -> None:
            for i, a in enumerate(frame.agents)}
     for src, dst, _ in frame.edges:
         if src in pos and dst in pos:
-            (x0, y0), (x1, y1) = pos[src], pos[dst]
-            ax.annotate("", xy=(x1 * 0.9, y1 * 0.9), xytext=(x0 * 0.9, y0 * 0.9),
-                        arrowprops={"arrowstyle": "->", "color": "#1f77b4", "lw": 1.2})
+            # from node edge to node edge (the node markers are 30 pt wide), so the head is visible
+            shrink = 1 if big else 17
+            ax.annotate("", xy=pos[dst], xytext=pos[src], zorder=6,
+                        arrowprops={"arrowstyle": "-|>", "color": "#1f77b4", "lw": 1.4, "mutation_scale": 14,
+                                    "shrinkA": shrink, "shrinkB": shrink})
     for j, (room, members) in enumerate(sorted(frame.rooms.items())):
         pts = [pos[m] for m in members if m in pos]
         if not pts:
@@ -154,15 +157,21 @@ def plot_wakes(series: Series, path: Path) -> None:
     t = _times(series)
     width = series.bucket_s * 0.4
     fig, ax = plt.subplots(figsize=(8, 3.6))
-    ax.bar([x - width / 2 for x in t], series.wakes, width=width, label="wakes issued", color="#1f77b4")
-    ax.bar([x + width / 2 for x in t], series.suppressed, width=width, label="wake candidates suppressed",
-           color="#ff7f0e")
-    ax.plot(t, series.acted, color="#2ca02c", marker=".", label="runs that acted")
+    # each bucket [t, t + bucket): wakes in its first half, suppressions in its second, acted runs at its middle
+    ax.bar([x + series.bucket_s * 0.1 for x in t], series.wakes, width=width, label="wakes issued",
+           color="#1f77b4", align="edge")
+    ax.bar([x + series.bucket_s * 0.5 for x in t], series.suppressed, width=width,
+           label="wake candidates suppressed", color="#ff7f0e", align="edge")
+    acted = [(x + series.bucket_s * 0.5, n) for x, n in zip(t, series.acted, strict=True) if n]
+    ax.plot([x for x, _ in acted], [n for _, n in acted], color="#2ca02c", marker="o", ls="none", markersize=6,
+            label="runs that acted")
     reasons = ", ".join(f"{k}: {v}" for k, v in series.suppress_reasons.items()) or "none"
     ax.set_title(f"Wake rate and suppressions per {series.bucket_s:g} s (suppressed by reason: {reasons})",
                  fontsize=9)
     ax.set_xlabel("virtual time (s)")
     ax.set_ylabel("count")
+    _counts_axis(ax, max([*series.wakes, *series.suppressed, *series.acted], default=0))
+    ax.set_xlim(0, series.buckets * series.bucket_s)
     ax.legend(fontsize=8)
     _save(fig, path)
 
@@ -175,26 +184,49 @@ def _cumulative(values: Sequence[int]) -> list[int]:
     return out
 
 
+def _counts_axis(ax: Axes, top: int) -> None:
+    """Whole-number ticks from 0, with headroom (a count axis never shows -0.04 or 0.2 conflicts)."""
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylim(0, max(1, top) * 1.15)
+
+
+def _empty_note(ax: Axes, text: str) -> None:
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=10, color="#666")
+
+
 def plot_conflicts(series: Series, path: Path) -> None:
     t = _times(series)
+    opened, resolved = _cumulative(series.conflicts_opened), _cumulative(series.conflicts_resolved)
     fig, ax = plt.subplots(figsize=(8, 3.2))
-    ax.step(t, _cumulative(series.conflicts_opened), where="post", label="conflicts opened", color="#d62728")
-    ax.step(t, _cumulative(series.conflicts_resolved), where="post", label="conflicts resolved", color="#2ca02c",
-            ls="--")
-    ax.set_title("Conflicts opened and resolved (cumulative)", fontsize=9)
+    # opened drawn wide and resolved on top of it: when a conflict is resolved within its bucket the two
+    # lines coincide, and both stay visible
+    ax.step(t, opened, where="post", label="conflicts opened", color="#d62728", lw=4, alpha=0.45)
+    ax.step(t, resolved, where="post", label="conflicts resolved", color="#2ca02c", lw=1.6, ls="--")
+    total_open = opened[-1] if opened else 0
+    total_resolved = resolved[-1] if resolved else 0
+    ax.set_title(f"Conflicts opened and resolved (cumulative, per {series.bucket_s:g} s): {total_open} opened, "
+                 f"{total_resolved} resolved", fontsize=9)
     ax.set_xlabel("virtual time (s)")
     ax.set_ylabel("conflicts")
-    ax.legend(fontsize=8)
+    _counts_axis(ax, max([*opened, *resolved], default=0))
+    if total_open == 0:
+        _empty_note(ax, "no conflict in this run")
+    ax.legend(fontsize=8, loc="upper left")
     _save(fig, path)
 
 
 def plot_duplicates(series: Series, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(8, 3.2))
-    ax.bar(_times(series), series.duplicate_work, width=series.bucket_s * 0.8, color="#9467bd")
+    ax.bar(_times(series), series.duplicate_work, width=series.bucket_s * 0.8, color="#9467bd", align="edge")
+    total = sum(series.duplicate_work)
     ax.set_title(f"Duplicate work per {series.bucket_s:g} s (a step, claim or answer done again): "
-                 f"{sum(series.duplicate_work)} in all", fontsize=9)
+                 f"{total} in all", fontsize=9)
     ax.set_xlabel("virtual time (s)")
     ax.set_ylabel("work units redone")
+    _counts_axis(ax, max(series.duplicate_work, default=0))
+    ax.set_xlim(0, series.buckets * series.bucket_s)
+    if total == 0:
+        _empty_note(ax, "no work was done twice")
     _save(fig, path)
 
 
@@ -208,9 +240,15 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+WHY_NOT_APPLICABLE = {"task_quality": "no declared task", "continuation_fidelity": "no interruption",
+                      "coordination_latency_s": "no conflict resolved", "wake_efficiency": "no run",
+                      "recovery_success": "no fault injected"}
+
+
 def _rows(metrics: Metrics) -> list[tuple[str, str, str]]:
     data = metrics.model_dump()
-    return [(name, _fmt(data[name]), meaning) for name, meaning in DEFINITIONS.items()]
+    return [(name, _fmt(data[name]) if data[name] is not None or name not in WHY_NOT_APPLICABLE
+             else f"n/a ({WHY_NOT_APPLICABLE[name]})", meaning) for name, meaning in DEFINITIONS.items()]
 
 
 def _markdown(s: Scenario, m: Metrics, series: Series, expectations: dict[str, bool]) -> str:

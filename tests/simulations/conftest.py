@@ -31,7 +31,8 @@ OWN_PDP_KINDS = ("pdp_outage", "policy_change")
 def shipped(tmp_path_factory: pytest.TempPathFactory, sim_settings: Settings) -> Callable[[str], Result]:
     """Runs a shipped scenario once per session (plots included) and hands back its result. A scenario
     that stops or reloads the PDP gets the runtime's own PDP (short decision timeout: an outage is
-    noticed in 0.5 s), never the shared one."""
+    noticed in 1 s, and a
+    loaded 2-core machine still answers well within it), never the shared one."""
     out = tmp_path_factory.mktemp("shipped")
     done: dict[str, Result] = {}
 
@@ -39,7 +40,7 @@ def shipped(tmp_path_factory: pytest.TempPathFactory, sim_settings: Settings) ->
         if name not in done:
             scenario = load_scenario(SCENARIOS / name)
             own = any(e.kind in OWN_PDP_KINDS for e in scenario.timeline)
-            settings = load_settings(pdp_timeout_s=0.5) if own else sim_settings
+            settings = load_settings(pdp_timeout_s=1.0) if own else sim_settings
             done[name] = run_scenario_file(scenario, out / name, settings=settings, plots=name == "flagship.yaml")
         return done[name]
     return run
