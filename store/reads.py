@@ -7,7 +7,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Connection, Table, and_, func, or_, select
+import orjson
+from sqlalchemy import JSON, Boolean, Connection, Table, and_, func, or_, select
 from sqlalchemy.exc import DatabaseError
 
 from engine.errors import StoreUnavailable
@@ -40,11 +41,34 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str | bytes) else value
 
 
+def _json_text(value: Any) -> Any:
+    """A JSON column on SQLite: text, except that the column's numeric affinity stores a JSON number as one."""
+    return orjson.loads(value) if isinstance(value, str | bytes) else value
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _boolean(value: Any) -> Any:
+    return None if value is None else bool(value)
+
+
+def _decoder(kind: Any, dialect: str) -> Any:
+    """How a driver value of a column becomes what the query builder would have returned."""
+    if isinstance(kind, JSON):  # text on SQLite; psycopg decodes json itself (a JSON string stays a str)
+        return _json_text if dialect == "sqlite" else _same
+    if isinstance(kind, Boolean) and dialect == "sqlite":
+        return _boolean
+    return _same
+
+
 class Reader:
     """Read access to one database. Each method is one consistent read transaction."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
+        self._gets: dict[tuple[str, tuple[str, ...]], tuple[str, list[tuple[str, Any]]]] = {}
 
     @contextmanager
     def _conn(self) -> Iterator[Connection]:
@@ -55,10 +79,31 @@ class Reader:
             raise StoreUnavailable(str(exc.orig)) from exc
 
     def get(self, table: str, **key: Any) -> Row | None:
-        t = _table(table)
-        with self._conn() as conn:
-            row = conn.execute(select(t).where(*(t.c[k] == v for k, v in key.items()))).mappings().first()
-        return dict(row) if row is not None else None
+        """One row by equality on ``key`` (the hot read of every World call: driver cursor, cached SQL)."""
+        sql, decoders = self._get_sql(table, tuple(key))
+        try:
+            with self._db.read_cursor() as cur:
+                cur.execute(sql, key)
+                found = cur.fetchone()
+        except self._db.database_error as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        if found is None:
+            return None
+        return {name: decode(value) for (name, decode), value in zip(decoders, found, strict=True)}
+
+    def _get_sql(self, table: str, keys: tuple[str, ...]) -> tuple[str, list[tuple[str, Any]]]:
+        cached = self._gets.get((table, keys))
+        if cached is None:
+            t = _table(table)
+            unknown = [k for k in keys if k not in t.c]
+            if unknown:
+                raise KeyError(unknown[0])  # a programming error, as with the query builder
+            names = [f'"{c.name}"' for c in t.columns]
+            where = " AND ".join(f'"{k}" = {placeholder(self._db.dialect, k)}' for k in keys)
+            sql = f'SELECT {", ".join(names)} FROM "{t.name}" WHERE {where}'
+            cached = (sql, [(c.name, _decoder(c.type, self._db.dialect)) for c in t.columns])
+            self._gets[(table, keys)] = cached
+        return cached
 
     def rows(self, table: str, where: Mapping[str, Any] | None = None, *, order_by: Sequence[str] = (),
              limit: int | None = None, descending: bool = False) -> list[Row]:
