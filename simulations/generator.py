@@ -1,11 +1,11 @@
 """Large scenarios, generated: N agents, M wake events over a virtual timeline, from a seed.
 
-:func:`workload` gives every agent one long task and wakes it ``M / N`` times (a repeated wake entry with
-jitter, so the file stays O(N) lines however large M is); every ``follow_every``-th agent also follows the
-previous agent's progress, so the controller wakes it on each of that agent's steps (event-driven wakes on
-top of the scheduled ones). :func:`sleep_wake` is seed 001 benchmark 1 at any size: ``tasks`` long tasks,
-``per_agent`` to an agent, each run followed by a random sleep, and a conversation replacement for every
-``replace_every``-th agent halfway through.
+:func:`workload` gives every agent one long task (a step per scheduled wake) and wakes it ``M / N``
+times (one repeated wake entry with jitter per agent, so the file stays O(N) lines however large M is);
+every ``follow_every``-th agent also follows the previous agent's progress, so the controller wakes it on
+each of that agent's steps (event-driven wakes on top of the scheduled ones). :func:`sleep_wake` is seed
+001 benchmark 1 at any size: ``tasks`` long tasks, ``per_agent`` to an agent, each run followed by a random
+sleep, and a conversation replacement for every ``replace_every``-th agent halfway through.
 
 Both return a scenario as a plain mapping (``yaml.safe_dump`` it, or validate it with
 :func:`simulations.scenario.parse_scenario`); the same arguments give the same scenario::
@@ -35,16 +35,16 @@ def _agent(i: int) -> str:
 
 def workload(agents: int, events: int, *, seed: int = 0, every_s: float = 60.0, jitter_s: float = 20.0,
              follow_every: int = 10, name: str | None = None) -> dict[str, Any]:
-    """``agents`` workers, each with a task of enough steps, woken ``events`` times in all (spread evenly:
-    the first ``events % agents`` agents get one wake more), each agent's first wake at a random offset
-    within ``every_s``; every ``follow_every``-th agent (0: none) follows its predecessor's progress."""
+    """``agents`` workers, each with a task of as many steps as it has scheduled wakes, woken ``events``
+    times in all (spread evenly: the first ``events % agents`` agents get one wake more), each agent's
+    first wake at a random offset within ``every_s``; every ``follow_every``-th agent (0: none) follows
+    its predecessor's progress."""
     if agents < 1 or events < 1:
         raise ValueError("agents and events must be at least 1")
     rng = random.Random(seed)
     base, extra = divmod(events, agents)
     counts = [base + (1 if i < extra else 0) for i in range(agents)]
     offsets = [round(rng.uniform(1.0, every_s), 3) for _ in range(agents)]
-    steps = max([1, *counts])
     stop = math.ceil(max(o + (c - 1) * every_s for o, c in zip(offsets, counts, strict=True) if c) + jitter_s
                      + every_s)
     timeline = [{"at": offsets[i], "kind": "wake", "target": _agent(i), "task": f"t{i:05d}",
@@ -62,7 +62,7 @@ def workload(agents: int, events: int, *, seed: int = 0, every_s: float = 60.0, 
         "stop": {"at_s": stop, "max_rounds": 10_000_000},
         "agents": [{"id": _agent(i), "behaviour": "worker", "capabilities": WORKER_CAPS} for i in range(agents)],
         "world": {"tasks": [{"id": f"t{i:05d}", "goal": f"long task of {_agent(i)}", "owner": _agent(i),
-                             "assignee": _agent(i), "steps": steps} for i in range(agents)],
+                             "assignee": _agent(i), "steps": max(1, counts[i])} for i in range(agents)],
                   "subscriptions": subs},
         "timeline": timeline,
         "expect": {"duplicate_side_effect_rate": 0, "wakes_with_two_receipts": 0},

@@ -151,6 +151,7 @@ class _Fold:
     answer_memories: dict[str, str] = field(default_factory=dict)   # memory -> room, while private
     early_reveals: int = 0
     clearance: dict[str, int] = field(default_factory=dict)
+    agent_list: list[str] = field(default_factory=list)
     memories: dict[str, _Memory] = field(default_factory=dict)   # memory id -> what its visibility depends on
     reviewers: dict[str, str] = field(default_factory=dict)      # candidate memory -> the reviewer it was routed to
     private_shown: int = 0
@@ -465,7 +466,9 @@ class _Folder:
 
     def frame(self, t: int, label: str) -> None:
         f = self.f
-        snap = TopologyFrame((t - f.start_us) / 1e6, label, sorted(f.agents), sorted(f.edges),
+        if len(f.agent_list) != len(f.agents):
+            f.agent_list = sorted(f.agents)  # one list shared by every frame (1,000 agents x many frames)
+        snap = TopologyFrame((t - f.start_us) / 1e6, label, f.agent_list, sorted(f.edges),
                              {r: sorted(m) for r, m in sorted(f.rooms.items()) if m})
         if f.frames and f.frames[-1].at_s == snap.at_s:
             snap.label = f.frames[-1].label if f.frames[-1].label != "start" else label
