@@ -16,7 +16,7 @@ from sqlalchemy.exc import DatabaseError
 
 from engine.errors import StoreUnavailable
 from store.database import Database
-from store.schema import OPERATIONS_VIEW, TABLES, approvals, metadata, policy_epochs, schema_migrations
+from store.schema import OPERATIONS_VIEW, RECENCY_INDEXES, TABLES, approvals, metadata, policy_epochs, schema_migrations
 
 MIGRATION_4_TABLES = ("controller_positions", "controller_facts", "subscriptions", "room_answers", "traces")
 
@@ -51,12 +51,18 @@ def _controller_and_runs(conn: Connection) -> None:
         TABLES[name].create(conn, checkfirst=True)
 
 
+def _recency_indexes(conn: Connection) -> None:
+    for index in RECENCY_INDEXES:
+        index.create(conn, checkfirst=True)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema: world tables, events (the operations ledger), snapshots", _initial_schema),
     Migration(2, "policy epochs: the policy set every decision must have been taken under", _policy_epochs),
     Migration(3, "approvals: S3 actions bound to approver, action hash, epoch and expiry", _approvals),
     Migration(4, "controller position and facts, subscriptions, blind room answers, run traces",
               _controller_and_runs),
+    Migration(5, "recency indexes for the projection; due-wake index", _recency_indexes),
 )
 
 

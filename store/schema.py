@@ -474,6 +474,16 @@ traces = Table(
     sqlite_with_rowid=False,
 )
 
+# -- migration 5: recency indexes for the projection (newest first, LIMIT: no sort of the whole table) --------
+# (Attached to their tables, so a new database gets them with migration 1; migration 5 adds them to an
+# existing one.)
+
+RECENCY_INDEXES = (
+    Index("ix_tasks_updated", tasks.c.updated_at_us),
+    Index("ix_state_entries_updated", state_entries.c.updated_at_us),
+    Index("ix_memory_updated", memory.c.updated_at_us),
+)
+
 # The operations ledger, as a view of the log (each operation appends exactly one event).
 OPERATIONS_VIEW = ("CREATE VIEW IF NOT EXISTS operations AS SELECT op_id, command, request_hash, actor_id, "
                    "result, event_id, seq AS event_seq, created_at_us FROM events")

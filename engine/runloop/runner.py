@@ -150,10 +150,7 @@ class InProcessRunner:
 
     def next_due_us(self) -> int | None:
         """The next time a wake falls due: a pending wake's not-before, or a leased wake's lease end (+1 µs)."""
-        times = [int(w["not_before_us"]) for w in self.world.store.read.rows("wakes", {"status": "pending"})]
-        times += [int(w["lease_until_us"]) + 1 for w in self.world.store.read.rows("wakes", {"status": "claimed"})
-                  if w["lease_until_us"] is not None]
-        return min(times, default=None)
+        return self.world.store.read.next_wake_due_us()
 
     def serve(self, stop: threading.Event, *, poll_s: float = DEFAULT_POLL_S, max_rounds: int | None = None,
               until_idle: bool = False) -> RunStats:
