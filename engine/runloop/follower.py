@@ -44,7 +44,7 @@ from engine.controller.decisions import (
 from engine.controller.durable_host import RuleSet
 from engine.controller.errors import EngineFailure
 from engine.controller.facts import Fact
-from engine.errors import AlreadyExists, PMWError, PolicyUnavailable, VersionConflict
+from engine.errors import AlreadyExists, OperationConflict, PMWError, PolicyUnavailable, VersionConflict
 from engine.models.topology import EdgeType
 from engine.runloop.world_facts import fact_changes
 from engine.world import Cause, World
@@ -192,9 +192,10 @@ class ControllerLoop:
             self._engine_retry = seq
             self.start()
             return False
-        except (VersionConflict, AlreadyExists):
-            # another controller committed this position first, or a wake key was queued meanwhile:
-            # continue from what is committed (a queued key is skipped the next time)
+        except (VersionConflict, AlreadyExists, OperationConflict):
+            # another controller committed this position first (its step holds this op id, or moved the
+            # position), or a wake key was queued meanwhile: continue from what is committed (a queued key
+            # is skipped the next time)
             self.start()
             return False
         except BaseException:

@@ -67,3 +67,29 @@ def test_two_runners_share_the_work_and_nothing_runs_twice(tmp_path: Path, pdp_c
         r.close()
     for x in worlds:
         x.close()
+
+
+def test_a_second_controller_behind_the_first_rebuilds_and_carries_on(pworld: World) -> None:
+    """Both controllers start at the same position; the first commits the next steps; the second, when it
+    observes the same events, finds their operation ids taken and its position moved: it rebuilds from SQL
+    and continues, committing nothing twice."""
+    for a in ("src", "w0", "w1"):
+        add_agent(pworld, a, ["state.write"])
+    for a in ("w0", "w1"):
+        pworld.subscribe(a, "src-out")
+    first = InProcessRunner(pworld, adapters={}, worker_id="worker-a")
+    second = InProcessRunner(pworld, adapters={}, worker_id="worker-b")
+    first.start()
+    second.start()
+    first.run_until_quiet(max_rounds=10)
+    pworld.compare_and_set_state("src", "src-out", 0, 1)
+    assert first.loop is not None and second.loop is not None
+    first.loop.drain()
+    second.loop.drain()        # the same event: op id taken / position moved -> rebuilt, nothing raised
+    second.loop.drain()
+    assert second.loop.position == first.loop.position
+    assert len(pworld.list_wakes(actor="gov")) == 2
+    steps = [e.op_id for e in pworld.events(limit=10_000, actor="gov") if e.event_type == "controller.step"]
+    assert len(steps) == len(set(steps))
+    first.close()
+    second.close()
