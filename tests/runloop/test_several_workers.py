@@ -3,13 +3,14 @@ one receipt; every controller step is committed once."""
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from engine.policy.cerbos_adapter import CerbosPdp
 from engine.policy.enforcement import PdpAuthorizer
-from engine.runloop import InProcessRunner
+from engine.runloop import DEFAULT_RULES, InProcessRunner
 from engine.sources import RandomIds, SystemClock
 from engine.world import World
 from store import Store
@@ -70,9 +71,8 @@ def test_two_runners_share_the_work_and_nothing_runs_twice(tmp_path: Path, pdp_c
 
 
 def test_a_second_controller_behind_the_first_rebuilds_and_carries_on(pworld: World) -> None:
-    """Both controllers start at the same position; the first commits the next steps; the second, when it
-    observes the same events, finds their operation ids taken and its position moved: it rebuilds from SQL
-    and continues, committing nothing twice."""
+    """Both controllers start at the same position; the first commits the next steps; the second, observing
+    the same events, sends the same step requests, which return the stored steps: nothing twice."""
     for a in ("src", "w0", "w1"):
         add_agent(pworld, a, ["state.write"])
     for a in ("w0", "w1"):
@@ -89,6 +89,38 @@ def test_a_second_controller_behind_the_first_rebuilds_and_carries_on(pworld: Wo
     second.loop.drain()
     assert second.loop.position == first.loop.position
     assert len(pworld.list_wakes(actor="gov")) == 2
+    steps = [e.op_id for e in pworld.events(limit=10_000, actor="gov") if e.event_type == "controller.step"]
+    assert len(steps) == len(set(steps))
+    first.close()
+    second.close()
+
+
+def test_a_controller_whose_steps_diverge_rebuilds_from_what_the_other_committed(pworld: World,
+                                                                                 tmp_path: Path) -> None:
+    """During a rule rollout two controllers may run different rules: the one without the subscriber rule
+    commits nothing for an event the other commits a step for, so its next step request differs from the
+    one stored under the same operation id. It must rebuild from SQL and carry on, not fail."""
+    for a in ("src", "w0"):
+        add_agent(pworld, a, ["state.write"])
+    pworld.subscribe("w0", "src-out")
+    old_rules = tmp_path / "old-rules"
+    shutil.copytree(DEFAULT_RULES, old_rules)
+    text = (old_rules / "wake_targeting.yaml").read_text()
+    start, end = text.index("  - name: wake_subscribers"), text.index("  - name: wake_room_members")
+    (old_rules / "wake_targeting.yaml").write_text(text[:start] + text[end:])
+    first = InProcessRunner(pworld, adapters={}, worker_id="worker-a")
+    second = InProcessRunner(pworld, adapters={}, worker_id="worker-b", rule_dir=old_rules)
+    first.start()
+    second.start()
+    first.run_until_quiet(max_rounds=10)
+    second.run_until_quiet(max_rounds=10)
+    pworld.compare_and_set_state("src", "src-out", 0, 1)   # the first wakes w0 (a step); the second: nothing
+    pworld.append_event("src", "claim.asserted", {"term": "t", "claim": "c", "value": 1})  # a fact: both step
+    assert first.loop is not None and second.loop is not None
+    first.loop.drain()
+    second.loop.drain()                                      # must not raise OperationConflict
+    second.loop.drain()
+    assert second.loop.position == first.loop.position
     steps = [e.op_id for e in pworld.events(limit=10_000, actor="gov") if e.event_type == "controller.step"]
     assert len(steps) == len(set(steps))
     first.close()
