@@ -3,7 +3,10 @@ primary key of ``topology_versions``: two concurrent changes cannot both become 
 
 from __future__ import annotations
 
-from pydantic import Field
+from collections.abc import Callable
+from typing import TypeVar
+
+from pydantic import BaseModel, Field
 
 from engine.errors import AlreadyExists, InvalidInput, VersionConflict
 from engine.models.common import Id, Model
@@ -12,6 +15,8 @@ from engine.policy.enforcement import Check
 from engine.validation import build
 from engine.world.core import Cause, Plan, WorldCore
 from store import Change, Insert, Update
+
+R = TypeVar("R", bound=BaseModel)
 
 
 class SetEdge(Model):
@@ -58,14 +63,8 @@ class TopologyCalls(WorldCore):
         (else ``VersionConflict`` with the current one)."""
         req = build(TopologyChange, changes=[c.model_dump() if isinstance(c, EdgeChange) else c for c in changes],
                     expected_topology_version=expected_topology_version, reason=reason)
-        try:
-            return self._write("change_topology", actor, req, lambda now: self._plan_topology(actor, req, now),
-                               TopologyCommit, op_id=op_id, cause=cause)
-        except AlreadyExists as exc:
-            if exc.kind != "topology":
-                raise
-            current = self.store.read.topology_version()
-            raise VersionConflict("topology", "world", current - 1, current) from exc
+        return self._topology_write("change_topology", actor, req, lambda now: self._plan_topology(actor, req, now),
+                                    TopologyCommit, op_id, cause)
 
     def _plan_topology(self, actor: str, req: TopologyChange, now: int) -> Plan:
         current = self.store.read.topology_version()
@@ -113,9 +112,15 @@ class TopologyCalls(WorldCore):
         req = build(SetEdge, source_agent=source_agent, target_agent=target_agent, edge_type=edge_type,
                     scope=scope, weight=weight, active=active,
                     expected_topology_version=expected_topology_version, reason=reason)
+        return self._topology_write("set_topology_edge", actor, req, lambda now: self._plan_edge(actor, req, now),
+                                    TopologyEdge, op_id, cause)
+
+    def _topology_write(self, command: str, actor: str, req: Model, plan: Callable[[int], Plan], result: type[R],
+                        op_id: str | None, cause: Cause | None) -> R:
+        """A topology write: two writers racing for version N+1 collide on ``topology_versions``; the loser
+        gets a ``VersionConflict`` carrying the current version."""
         try:
-            return self._write("set_topology_edge", actor, req, lambda now: self._plan_edge(actor, req, now),
-                               TopologyEdge, op_id=op_id, cause=cause)
+            return self._write(command, actor, req, plan, result, op_id=op_id, cause=cause)
         except AlreadyExists as exc:
             if exc.kind != "topology":
                 raise
