@@ -101,6 +101,25 @@ class ReviewMemory(Model):
     reason: str | None = Field(default=None, max_length=2000)
 
 
+class RegisterArtifact(Model):
+    """Put content in the artifact registry as version 1 of a new artifact (for a task, if given)."""
+
+    effect: Literal["register_artifact"] = "register_artifact"
+    artifact_type: str = Field(min_length=1, max_length=100)
+    content: str = Field(min_length=1, max_length=60_000)
+    artifact_id: Id | None = None
+    task_id: Id | None = None
+
+
+class ReviseArtifact(Model):
+    """Commit new content as the artifact's next version, on the version the agent saw."""
+
+    effect: Literal["revise_artifact"] = "revise_artifact"
+    artifact_id: Id
+    content: str = Field(min_length=1, max_length=60_000)
+    expected_version: int | None = Field(default=None, ge=1)
+
+
 class ProposeMemory(Model):
     effect: Literal["propose_memory"] = "propose_memory"
     memory_id: Id
@@ -118,7 +137,8 @@ class CompleteHandoff(Model):
 
 
 Effect = (SetState | CompleteTask | StoreMemory | Handoff | AppendEvent | Subscribe | JoinRoom | LeaveRoom | Discuss
-          | CommitAnswer | ProposeMemory | AcceptHandoff | CompleteHandoff | ClaimTask | ReviewMemory)
+          | CommitAnswer | ProposeMemory | AcceptHandoff | CompleteHandoff | ClaimTask | ReviewMemory | RegisterArtifact
+          | ReviseArtifact)
 
 
 class AgentDecision(Model):

@@ -38,7 +38,9 @@ from engine.protocol.adapters import (
     JoinRoom,
     LeaveRoom,
     ProposeMemory,
+    RegisterArtifact,
     ReviewMemory,
+    ReviseArtifact,
     SetState,
     StoreMemory,
     Subscribe,
@@ -145,6 +147,14 @@ class Worker:
             packet = effect.model_dump(exclude={"effect", "target_agent", "task_id", "goal"})
             return w.create_handoff(actor, effect.target_agent, effect.task_id, effect.goal, op_id=op_id,
                                     cause=cause, **packet).handoff_id
+        if isinstance(effect, RegisterArtifact):
+            return w.register_artifact(actor, effect.artifact_type, effect.content.encode(),
+                                       artifact_id=effect.artifact_id, task_id=effect.task_id, op_id=op_id,
+                                       cause=cause).artifact_id
+        if isinstance(effect, ReviseArtifact):
+            return w.new_artifact_version(actor, effect.artifact_id, effect.content.encode(),
+                                          expected_version=effect.expected_version, op_id=op_id,
+                                          cause=cause).artifact_id
         if isinstance(effect, ClaimTask):
             return w.claim_task(actor, effect.task_id, op_id=op_id, cause=cause).task_id
         if isinstance(effect, ReviewMemory):
@@ -202,7 +212,8 @@ def _retrieved(view: WorldView | None) -> list[str]:
         return []
     return [*(f"task:{t.task_id}" for t in view.tasks), *(f"state:{s.key}" for s in view.state),
             *(f"memory:{m.memory_id}" for m in (*view.shared_facts, *view.working_memory)),
-            *(f"handoff:{h.handoff_id}" for h in view.handoffs), *(f"room:{r.room_id}" for r in view.rooms)]
+            *(f"handoff:{h.handoff_id}" for h in view.handoffs), *(f"room:{r.room_id}" for r in view.rooms),
+            *(f"artifact:{a.artifact_id}" for a in view.artifacts)]
 
 
 __all__ = ["Cycle", "SimulatedCrash", "Worker"]

@@ -17,6 +17,7 @@ from pydantic import Field
 
 from engine.errors import NotPermitted
 from engine.models.agents import Agent
+from engine.models.artifacts import Artifact
 from engine.models.common import Model
 from engine.models.handoffs import Handoff
 from engine.models.memory import STABLE_SHARED, EpistemicType, Memory, MemoryStatus
@@ -48,6 +49,9 @@ class WorldView(Model):
     working_memory: list[Memory] = Field(description="visible memory that is not a stable shared fact")
     handoffs: list[Handoff]
     rooms: list[Room]
+    artifacts: list[Artifact] = Field(default_factory=list, description="registry entries (id, current version, "
+                                      "checksum) of the focus tasks' artifacts; contents are read through the "
+                                      "registry")
     scores: dict[str, float] = Field(default_factory=dict)
 
     def memory_ids(self) -> set[str]:
@@ -70,9 +74,9 @@ class ProjectionCalls(WorldCore):
         self._may_view(actor or agent_id, agent_id)
         room_ids = read.active_rooms_of(agent_id)
         limit = budget * 2 * CANDIDATE_FACTOR
-        kinds = ("memory", "task", "state", "handoff", "room")
+        kinds = ("memory", "task", "state", "handoff", "room", "artifact")
         plans = dict(zip(kinds, self.policy.plans(agent_id, [(k, "read") for k in kinds]), strict=True)) \
-            if self.policy.external else None  # the five read plans in one round trip
+            if self.policy.external else None  # the read plans in one round trip (remembered: plan_memo)
         memory = self._visible_memory(agent_id, room_ids, now, limit, plans)
         tasks = self._list(Task, "tasks", "task", agent_id, {}, order_by=("updated_at_us",), descending=True,
                            limit=limit, plans=plans)
@@ -103,12 +107,15 @@ class ProjectionCalls(WorldCore):
                               {"target_agent": agent_id, "status": ["pending", "accepted"]}, limit=size, plans=plans)
         rooms = self._list(Room, "rooms", "room", agent_id, {"room_id": room_ids}, limit=size,
                            plans=plans) if room_ids else []
+        artifacts = self._list(Artifact, "artifacts", "artifact", agent_id, {"task_id": sorted(focus)},
+                               order_by=("updated_at_us",), descending=True, limit=size,
+                               plans=plans) if focus else []  # what the registry holds for the work at hand
         return WorldView(
             agent=agent, world_position=position, topology_version=read.topology_version(), budget=size,
             widened=widened, tasks=kept_tasks, state=kept_state,
             shared_facts=[m for m in kept_memory if m.status.value in STABLE_SHARED],
             working_memory=[m for m in kept_memory if m.status.value not in STABLE_SHARED],
-            handoffs=handoffs, rooms=rooms, scores=scores)
+            handoffs=handoffs, rooms=rooms, artifacts=artifacts, scores=scores)
 
     def _may_view(self, actor: str, agent_id: str) -> None:
         check_id("actor", actor)

@@ -49,3 +49,19 @@ def test_uncertainty_widens_the_view(pworld: World) -> None:
     pworld.store_memory("alice", "is x true?", "open_question")
     view = pworld.project_world("alice", budget=2)
     assert view.widened and view.budget == 4 and len(view.working_memory) == 4
+
+
+def test_the_view_shows_the_registry_entries_of_the_agents_tasks_it_may_read(pworld: World) -> None:
+    """MVP 13's precondition: an agent that knows only its task finds the task's artifacts (id, current
+    version, checksum) in its view; artifacts of other tasks, or ones it may not read, are not there."""
+    add_agent(pworld, "a", ["task.create", "task.work", "artifact.write"])
+    add_agent(pworld, "b", ["task.create", "task.work", "artifact.write"])
+    pworld.create_task("a", "the report", task_id="t-rep")
+    pworld.claim_task("a", "t-rep")
+    pworld.create_task("b", "other work", task_id="t-other")
+    pworld.register_artifact("a", "doc", b"draft one", artifact_id="art-rep", task_id="t-rep")
+    pworld.new_artifact_version("a", "art-rep", b"draft two")
+    pworld.register_artifact("b", "doc", b"unrelated", artifact_id="art-other", task_id="t-other")
+    view = pworld.project_world("a")
+    assert [(x.artifact_id, x.version) for x in view.artifacts] == [("art-rep", 2)]
+    assert pworld.project_world("b").artifacts == []        # b has no focus task with artifacts
