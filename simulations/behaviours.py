@@ -14,7 +14,9 @@ durable an agent knows is read from the world (progress of a task is the state e
 |                        | `steps_per_wake` steps (compare-and-set on the progress entry), posts a delta     |
 |                        | (relevance 0.9) when `forward_to` is set, hands the task over after `handoff`     |
 |                        | steps, completes it on the last step and then asserts its `claim`; with           |
-|                        | `follows`, never past the committed step of that task (nothing new: no action)    |
+|                        | `follows`, never past the committed step of that task (nothing new: no action);   |
+|                        | with `artifact`, each step also registers the task's artifact, or revises the     |
+|                        | head version its view shows (found in the registry, never remembered)             |
 | `reviewer`             | asserts its `claim` once a task it follows has progress; answers in a room         |
 | `disagreeing_reviewer` | the same, with a value that contradicts (its `claim.value`)                       |
 | `flaky`                | a worker whose every `fail_every`-th wake acts on a stale read (a conflict)       |
@@ -45,12 +47,14 @@ from engine.protocol.adapters import (
     Handoff,
     JoinRoom,
     ProposeMemory,
+    RegisterArtifact,
+    ReviseArtifact,
     RuleAgent,
     SetState,
     StoreMemory,
 )
 from engine.world.projection import WorldView
-from simulations.scenario import AgentSpec, Behaviour, BehaviourParams, ClaimSpec
+from simulations.scenario import AgentSpec, ArtifactSpec, Behaviour, BehaviourParams, ClaimSpec
 
 CONFLICT_ROOM_PREFIX = "conflict-"
 DELTA_RELEVANCE = 0.9
@@ -170,6 +174,11 @@ def advance_task(params: BehaviourParams, plan: TaskPlan, convo: Conversation, *
         new = min(total, bound, step + params.steps_per_wake)
         effects: list[Effect] = [SetState(key=progress_key(task_id), expected_version=version,
                                           value={"step": new, "of": total, "by": agent.agent_id})]
+        reason = f"{task_id}: step {step} -> {new} of {total}"
+        if params.artifact is not None:
+            effect, written = artifact_effect(view, params.artifact, agent.agent_id, task_id, new, total)
+            effects.append(effect)
+            reason += f"; {written}"
         if params.forward_to is not None:
             effects.append(AppendEvent(event_type="delta.posted", subject_kind="task", subject_id=task_id,
                                        payload={"relevance": DELTA_RELEVANCE, "step": new, "to": params.forward_to}))
@@ -181,8 +190,23 @@ def advance_task(params: BehaviourParams, plan: TaskPlan, convo: Conversation, *
             effects.append(CompleteTask(task_id=task_id, result={"steps": total}))
             if params.claim is not None and _state(view, claimed_key(params.claim.term, agent.agent_id))[0] == 0:
                 effects += _claim_effects(agent.agent_id, params.claim)
-        return _decided(effects, f"{task_id}: step {step} -> {new} of {total}", convo)
+        return _decided(effects, reason, convo)
     return rule
+
+
+def artifact_effect(view: WorldView, spec: ArtifactSpec, agent_id: str, task_id: str, step: int, total: int
+                    ) -> tuple[Effect, str]:
+    """The step's write of the task's ``spec.type`` artifact, and what it does (for the decision's reason):
+    register it for the task when the view's registry entries show none, else revise the head version the
+    view shows (``expected_version``: a version committed since is a conflict, never a lost update)."""
+    content = f"{spec.type} of {task_id}: step {step} of {total}, by {agent_id}"
+    found = sorted((a for a in view.artifacts if a.task_id == task_id and a.artifact_type == spec.type
+                    and a.status.value == "active"), key=lambda a: a.artifact_id)
+    if not found:
+        return RegisterArtifact(artifact_type=spec.type, content=content, task_id=task_id), f"registers {spec.type}"
+    head = found[0]
+    return (ReviseArtifact(artifact_id=head.artifact_id, content=content, expected_version=head.version),
+            f"revises {head.artifact_id} v{head.version} -> v{head.version + 1}")
 
 
 def handoff_context(representation: str, convo: Conversation, task_id: str, step: int, total: int) -> str:
@@ -327,5 +351,5 @@ def build_behaviour(spec: AgentSpec, plan: TaskPlan, *, behaviour: Behaviour | N
     return RuleAgent([resolve_conflict(convo)])
 
 
-__all__ = ["CONFLICT_ROOM_PREFIX", "Conversation", "TaskPlan", "answered_key", "build_behaviour", "claimed_key",
-           "progress_key"]
+__all__ = ["CONFLICT_ROOM_PREFIX", "Conversation", "TaskPlan", "answered_key", "artifact_effect", "build_behaviour",
+           "claimed_key", "progress_key"]

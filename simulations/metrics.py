@@ -30,7 +30,8 @@ BOOKKEEPING = frozenset({"wake.claim", "wake.ack", "agent.decided", "session.act
 CAPABILITY_OF = {"state.set": "state.write", "task.created": "task.create", "task.claim": "task.work",
                  "task.complete": "task.work", "task.fail": "task.work", "task.release": "task.work",
                  "memory.stored": "memory.write", "handoff.created": "handoff.create", "wake.issued": "wake.enqueue",
-                 "room.opened": "room.open", "topology.changed": "topology.write"}
+                 "room.opened": "room.open", "topology.changed": "topology.write",
+                 "artifact.committed": "artifact.write"}
 TOPOLOGY_EVENTS = frozenset({"room.opened", "room.joined", "room.left", "room.closed", "topology.changed"})
 
 
@@ -164,6 +165,15 @@ class _Fold:
     new_epoch_after_change: int = 0
     outage_from_us: int | None = None
     during_outage: int = 0
+    artifact_commits: dict[str, Counter[int]] = field(default_factory=dict)   # artifact -> version -> commits
+    artifact_authors: dict[tuple[str, int], str] = field(default_factory=dict)
+    expected_versions: dict[tuple[str, str], int | None] = field(default_factory=dict)  # (wake, artifact) -> seen
+    revisions: int = 0
+    revisions_on_seen: int = 0
+    revisions_by_another: int = 0
+    artifacts_read: bool = False
+    read_back_ok: set[tuple[str, int]] = field(default_factory=set)
+    read_back_failed: int = 0
     events: int = 0
     last_us: int = 0
 
@@ -384,6 +394,40 @@ class _Folder:
         if revealed:
             for mid in [m for m, r in f.answer_memories.items() if r == room]:
                 del f.answer_memories[mid]
+
+    # -- artifacts ------------------------------------------------------------------------------------
+
+    def on_agent_decided(self, e: dict[str, Any], t: int) -> None:
+        """The version each revision was decided on (the head its view showed), by (wake, artifact)."""
+        for effect in e["payload"].get("effects") or []:
+            if isinstance(effect, dict) and effect.get("effect") == "revise_artifact":
+                seen = effect.get("expected_version")
+                self.f.expected_versions[(str(e["subject_id"]), str(effect.get("artifact_id")))] = \
+                    seen if isinstance(seen, int) else None
+
+    def on_artifact_committed(self, e: dict[str, Any], t: int) -> None:
+        f = self.f
+        for v in _inserted(e, "artifact_versions"):
+            aid, version, author = str(v["artifact_id"]), int(v["version"]), str(v["created_by"])
+            f.artifact_commits.setdefault(aid, Counter())[version] += 1
+            f.artifact_authors[(aid, version)] = author
+            if version == 1:
+                continue
+            f.revisions += 1
+            before = f.artifact_authors.get((aid, version - 1))
+            f.revisions_by_another += before is not None and before != author
+            m = _WAKE_OP.match(str(e["op_id"]))
+            seen = f.expected_versions.get((m.group(1), aid)) if m else None
+            f.revisions_on_seen += seen is not None and seen == e.get("base_version") == version - 1
+
+    def on_sim_artifacts_read(self, e: dict[str, Any], t: int) -> None:
+        f = self.f
+        f.artifacts_read = True
+        for r in e["payload"].get("versions") or []:
+            if r.get("ok"):
+                f.read_back_ok.add((str(r["artifact"]), int(r["version"])))
+            else:
+                f.read_back_failed += 1
 
     def on_handoff_accept(self, e: dict[str, Any], t: int) -> None:
         self.f.accepts.append((t, str(e["actor_id"])))
@@ -629,6 +673,30 @@ def _counts(f: _Fold) -> dict[str, int]:
                                            if r.get("kind") == "pdp_outage"), default=0),
         "entries_deferred_by_pdp_outage": sum(int(r.get("deferred_entries", 0)) for r in f.fault_results.values()
                                               if r.get("kind") == "pdp_outage"),
+        **_artifact_counts(f),
+    }
+
+
+def _artifact_versions_lost(f: _Fold) -> int:
+    """Versions below an artifact's head never committed, plus (when the registry was read back at the stop)
+    committed versions that did not read back with their registered checksum."""
+    lost = 0
+    for aid, commits in f.artifact_commits.items():
+        lost += max(commits) - len(commits)
+        if f.artifacts_read:
+            lost += sum((aid, v) not in f.read_back_ok for v in commits)
+    return lost
+
+
+def _artifact_counts(f: _Fold) -> dict[str, int]:
+    return {
+        "artifacts": sum(1 in c for c in f.artifact_commits.values()),
+        "artifact_versions": sum(len(c) for c in f.artifact_commits.values()),
+        "artifact_revisions": f.revisions, "artifact_revisions_on_seen_version": f.revisions_on_seen,
+        "artifact_revisions_blind": f.revisions - f.revisions_on_seen,
+        "artifact_revisions_by_another_agent": f.revisions_by_another,
+        "artifact_versions_read_back": len(f.read_back_ok), "artifact_checksum_failures": f.read_back_failed,
+        "artifact_versions_lost": _artifact_versions_lost(f),
     }
 
 
@@ -642,6 +710,8 @@ def _checks(f: _Fold) -> dict[str, bool]:
         "no_memory_shown_above_clearance": f.above_clearance_shown == 0,
         "nothing_written_during_pdp_outage": f.during_outage == 0,
         "later_events_on_the_new_policy_epoch": f.old_epoch_after_change == 0,
+        "no_artifact_version_lost": _artifact_versions_lost(f) == 0 and f.read_back_failed == 0,
+        "artifact_revisions_on_the_version_seen": f.revisions == f.revisions_on_seen,
     }
 
 

@@ -76,6 +76,14 @@ class NoteSpec(Strict):
     propose: bool = False
 
 
+class ArtifactSpec(Strict):
+    """The task's artifact of ``type``, written with each step: registered (for the task) on the first step
+    the agent takes when its view shows none, else revised on the head version its view shows
+    (``WorldView.artifacts``: compare-and-set on that version). Found in the registry, never remembered."""
+
+    type: AgentId = "report"
+
+
 class BehaviourParams(Strict):
     """Parameters of the behaviour library (``simulations.behaviours``); each behaviour reads its own."""
 
@@ -89,6 +97,8 @@ class BehaviourParams(Strict):
     follows: AgentId | None = Field(default=None, description="a task whose committed step bounds mine: I "
                                     "advance only up to it (a reviewer of another's work)")
     join: AgentId | None = Field(default=None, description="a room it joins on its first wake")
+    artifact: ArtifactSpec | None = Field(default=None, description="with each step, register or revise the "
+                                          "task's artifact of this type, on the version the view shows")
 
 
 class Authority(Strict):
@@ -585,7 +595,7 @@ def iter_entries(s: Scenario) -> Iterator[tuple[int, Entry]]:
     yield from enumerate(s.timeline)
 
 
-__all__ = ["BEHAVIOURS", "FAULT_KINDS", "AgentSpec", "Behaviour", "BehaviourParams", "ClaimEntry",
+__all__ = ["BEHAVIOURS", "FAULT_KINDS", "AgentSpec", "ArtifactSpec", "Behaviour", "BehaviourParams", "ClaimEntry",
            "ConversationReplacement", "DuplicateDelivery", "GrantEntry", "MemorySpec", "ModelReplacement", "NoteSpec",
            "OpenRoomEntry", "PdpOutage",
            "PolicyChange", "Representation", "ResolveEntry", "RuleChange", "Scenario", "StaleWrite",

@@ -3,6 +3,7 @@ session: the ``shipped`` fixture caches its result)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -173,3 +174,47 @@ def test_pdp_outage_fails_closed_and_work_resumes_and_a_policy_change_is_a_new_e
     later = [e["policy_epoch"] for e in log if e["seq"] > fault_at["policy_change"] and e["policy_epoch"]
              and e["event_type"] != "policy.activated"]
     assert later and set(later) == {epochs[1]}
+
+
+# -- MVP 13: artifact recovery from the registry alone ------------------------------------------------------------
+
+def test_artifact_is_recovered_from_the_registry_and_revised_on_the_version_seen(shipped: Shipped) -> None:
+    """MVP 13: Ada registers the report (v1); a new conversation of hers, which remembers nothing, revises the
+    version its view shows (v2); Bo, handed the task with nothing but a pointer to its progress, finds the
+    report in the registry and revises it on the version he saw: v3 by Bo based on v2, then v4 on v3. Every
+    version reads back through the registry with its checksum: nothing is lost."""
+    result = shipped("artifact_recovery.yaml")
+    log = events(result)
+    commits = [(e["subject_id"], e["actor_id"], e["base_version"], e["resulting_version"], e["op_id"])
+               for e in log if e["event_type"] == "artifact.committed"]
+    (art,) = {c[0] for c in commits}
+    assert [c[1:4] for c in commits] == [("ada", None, 1), ("ada", 1, 2), ("bo", 2, 3), ("bo", 3, 4)]
+    # Bo knew nothing but the task: the handoff named no artifact, and the run that accepted it (before the
+    # task was his) was not shown one; his next run was shown the registry entry and revised what it showed.
+    (packet,) = [c["values"] for e in log for c in e["changes"] if c.get("table") == "handoffs"
+                 and c.get("op") == "insert"]
+    assert packet["artifact_refs"] == [] and art not in packet["goal"]
+    shown = [f"artifact:{art}" in t["retrieved_refs"] for t in traces(result) if t["agent_id"] == "bo"]
+    assert shown[:2] == [False, True]
+    wake = commits[2][4].split(":")[0]
+    (decided,) = [e["payload"] for e in log if e["event_type"] == "agent.decided" and e["subject_id"] == wake]
+    revise = [x for x in decided["effects"] if x["effect"] == "revise_artifact"]
+    assert revise == [{"effect": "revise_artifact", "artifact_id": art, "expected_version": 2,
+                       "content": "report of t1: step 3 of 4, by bo"}]
+    # read back through the registry at the stop; the content on disk hashes to the registered checksum
+    (read,) = [e["payload"] for e in log if e["event_type"] == "sim.artifacts_read"]
+    assert read["heads"] == {art: 4}
+    assert [(r["version"], r["created_by"], r["ok"]) for r in read["versions"]] == [
+        (1, "ada", True), (2, "ada", True), (3, "bo", True), (4, "bo", True)]
+    locations = {c["values"]["version"]: c["values"]["location"] for e in log for c in e["changes"]
+                 if c.get("table") == "artifact_versions"}
+    for r in read["versions"]:
+        content = (result.out / "artifacts" / locations[r["version"]]).read_bytes()
+        assert hashlib.sha256(content).hexdigest() == r["checksum"]
+    m = result.metrics
+    assert (m.counts["artifacts"], m.counts["artifact_versions"], m.counts["artifact_revisions"]) == (1, 4, 3)
+    assert m.counts["artifact_revisions_on_seen_version"] == 3 and m.counts["artifact_revisions_blind"] == 0
+    assert m.counts["artifact_revisions_by_another_agent"] == 1
+    assert (m.counts["artifact_versions_read_back"], m.counts["artifact_versions_lost"]) == (4, 0)
+    assert m.checks["no_artifact_version_lost"] and m.checks["artifact_revisions_on_the_version_seen"]
+    assert (m.task_quality, m.continuation_fidelity, m.recovery_success) == (1.0, 1.0, 1.0)
