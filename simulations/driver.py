@@ -85,24 +85,6 @@ class Planned:
 
 
 @dataclass
-class Totals:
-    """What the run loop did over the whole run (summed :class:`~engine.runloop.RunStats`)."""
-
-    rounds: int = 0
-    events: int = 0
-    steps: int = 0
-    wakes: int = 0
-    suppressed: int = 0
-    cycles: int = 0
-    crashes: int = 0
-    unavailable: int = 0
-
-    def add(self, s: RunStats) -> None:
-        for name in ("rounds", "events", "steps", "wakes", "suppressed", "cycles", "crashes", "unavailable"):
-            setattr(self, name, getattr(self, name) + getattr(s, name))
-
-
-@dataclass
 class Hooks:
     """What some faults need from the runtime: the managed PDP (an outage stops and restarts it) and the
     policy reload (a policy change)."""
@@ -119,7 +101,7 @@ class SimulationRun:
     world: World
     start_us: int
     stop_us: int
-    totals: Totals = field(default_factory=Totals)
+    totals: RunStats = field(default_factory=RunStats)
 
 
 def expand_timeline(s: Scenario, start_us: int) -> list[Planned]:
@@ -179,7 +161,7 @@ class ScenarioDriver:
                                       worker_id=WORKER_ID, world_id=WORLD_ID)
         self.start_us = self.clock.now_us()
         self.stop_us = self.start_us + _us(scenario.stop.at_s)
-        self.totals = Totals()
+        self.totals = RunStats()
         self._faults = 0
         self._outage = False
         self._deferred: list[Planned] = []
@@ -476,6 +458,6 @@ def simulate(scenario: Scenario, out: Path, *, db_url: str | None = None, settin
     return run, runtime
 
 
-__all__ = ["Hooks", "Planned", "ScenarioDriver", "SimulationRun", "Totals", "expand_timeline", "fresh_sqlite_url",
+__all__ = ["Hooks", "Planned", "ScenarioDriver", "SimulationRun", "expand_timeline", "fresh_sqlite_url",
            "open_runtime", "run_scenario", "simulate"]
 

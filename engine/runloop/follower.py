@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,12 @@ class DrainStats:
     suppressed: int = 0
     decisions: int = 0
     failed_followups: list[str] = field(default_factory=list)
+
+    def add(self, other: DrainStats) -> None:
+        """Sum ``other``'s figures (the fields both have) into this one."""
+        for f in fields(other):
+            if hasattr(self, f.name):
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
 def ensure_controller_agent(world: World, governor: str) -> str:
@@ -172,11 +178,8 @@ class ControllerLoop:
         if row["event_type"] in SKIPPED_EVENTS:
             self._seen = seq
             return True
-        depth, chain, origin = self._chain(row)
-        event = {k: row[k] for k in ("seq", "event_id", "event_type", "actor_id", "subject_kind", "payload",
-                                     "causation_id", "created_at_us")}
-        event.update(subject_id=str(row["subject_id"])[:256], correlation_id=chain, cascade_depth=depth,
-                     chain_origin_us=origin)
+        event = self.observed(row)
+        chain = str(event["correlation_id"])
         upserts, retracts = fact_changes(row, self._facts)
         try:
             step = self.controller.observe_step(event, upserts=upserts, retracts=retracts)
@@ -296,6 +299,16 @@ class ControllerLoop:
                     w.leave_room(me, d.room, agent_id=agent, op_id=f"{op}.leave{n}", cause=cause)
 
     # -- chains ---------------------------------------------------------------------------------------------
+
+    def observed(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        """The controller's input for the events row ``row``: its fields, with the chain it belongs to
+        (``correlation_id``), its cascade depth and the chain's origin time."""
+        depth, chain, origin = self._chain(row)
+        event = {k: row[k] for k in ("seq", "event_id", "event_type", "actor_id", "subject_kind", "payload",
+                                     "causation_id", "created_at_us")}
+        event.update(subject_id=str(row["subject_id"])[:256], correlation_id=chain, cascade_depth=depth,
+                     chain_origin_us=origin)
+        return event
 
     def _chain(self, row: Mapping[str, Any]) -> tuple[int, str, int]:
         """(depth, chain, origin) of the event ``row`` (see the module docstring)."""

@@ -30,29 +30,16 @@ DEFAULT_RULES = Path(__file__).resolve().parents[2] / "rules"
 
 
 @dataclass
-class RunStats:
-    """What a run did (summed over its rounds)."""
+class RunStats(DrainStats):
+    """What a run did, summed over its rounds: the controller's figures (:class:`DrainStats`) and the
+    worker's. ``add`` sums a drain's or another run's figures into this one."""
 
     rounds: int = 0
-    events: int = 0
-    steps: int = 0
-    decisions: int = 0
-    wakes: int = 0
-    suppressed: int = 0
     cycles: int = 0
     crashes: int = 0
     unavailable: int = 0
     rooms_closed: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
-    failed_followups: list[str] = field(default_factory=list)
-
-    def add_drain(self, d: DrainStats) -> None:
-        self.events += d.events
-        self.steps += d.steps
-        self.decisions += d.decisions
-        self.wakes += d.wakes
-        self.suppressed += d.suppressed
-        self.failed_followups += d.failed_followups
 
     def add_cycle(self, c: Cycle) -> None:
         self.cycles += 1
@@ -101,7 +88,7 @@ class InProcessRunner:
         did = False
         if self.loop is not None:
             drained = self.loop.drain()
-            stats.add_drain(drained)
+            stats.add(drained)
             did = drained.events > 0
             try:  # zombie rooms: closed by their stop condition (the controller may close what it opened)
                 stats.rooms_closed += len(self.world.close_stale_rooms(self.loop.actor))
