@@ -190,13 +190,14 @@ class Worker:
 
     def _finish(self, wake: Wake, decided: AgentDecision | None, outcome: Outcome, reason: str | None,
                 started: int, refs: list[str] | None = None, view: WorldView | None = None) -> Cycle:
+        retrieved = _retrieved(view)
         trace = TraceBody(
-            worker_id=self.worker_id, retrieved_refs=_retrieved(view)[:MAX_TRACE_REFS],
+            worker_id=self.worker_id, retrieved_refs=retrieved[:MAX_TRACE_REFS],
             tools=[e.effect for e in decided.effects] if decided else [],
             decisions=[{"decision": decided.decision.value, "reason": decided.reason,
                         "effects": len(decided.effects)}] if decided else [],
             commits=refs or [], started_at_us=started, result=reason,
-            cost={"context_items": len(_retrieved(view)),
+            cost={"context_items": len(retrieved),
                   "context_bytes": len(orjson.dumps(view.model_dump(mode="json"))) if view else 0,
                   "effects": len(decided.effects) if decided else 0})
         receipt = self.world.ack_wake(

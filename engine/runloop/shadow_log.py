@@ -21,7 +21,7 @@ from engine.world import World
 def recorded_observations(world: World, *, limit: int = 100_000, world_id: str = "main",
                           rule_dir: Path | str = "rules") -> list[Observation]:
     """The log's first ``limit`` events as controller inputs (facts and chains as the follower derives them)."""
-    chains = ControllerLoop(world, rule_dir, world_id=world_id)  # only its chain derivation is used
+    chains = ControllerLoop(world, rule_dir, world_id=world_id)  # only its event reading is used
     known: dict[str, Fact] = {}
     inputs: list[Observation] = []
     for row in world.store.read.events(0, limit):
