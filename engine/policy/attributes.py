@@ -15,7 +15,8 @@ from store import Reader
 
 GOVERNOR_ROLE = "governor"
 _EMPTY: dict[str, Any] = {"owner": "", "assignee": "", "task_id": "", "room": "", "scope": "", "status": "",
-                          "reviewer": "", "sensitivity": 0, "side_effect": "S0"}
+                          "reviewer": "", "sensitivity": 0, "side_effect": "S0", "role": "", "membership": "",
+                          "event_type": ""}
 
 
 def capabilities_of(profile: Mapping[str, Any]) -> set[str]:
@@ -70,7 +71,7 @@ def _sensitivity(row: Mapping[str, Any], field: str) -> int:
 def _attrs(kind: str, row: Mapping[str, Any]) -> dict[str, Any]:
     g = row.get
     if kind == "agent":
-        return {"owner": g("agent_id", ""), "status": g("status", "")}
+        return {"owner": g("agent_id", ""), "status": g("status", ""), "role": g("role_id", "")}
     if kind == "task":
         return {"owner": g("owner_agent", ""), "assignee": g("assignee") or "", "task_id": g("task_id", ""),
                 "status": g("status", ""), "sensitivity": _sensitivity(row, "constraints")}
@@ -89,8 +90,11 @@ def _attrs(kind: str, row: Mapping[str, Any]) -> dict[str, Any]:
                 "status": g("status", "")}
     if kind == "receipt":
         return {"owner": g("agent_id", ""), "task_id": g("task_id") or ""}
-    if kind == "room":
-        return {"owner": g("opened_by", ""), "room": g("room_id", ""), "status": g("status", "")}
+    if kind == "room":  # a membership action names its agent (``member``) and that agent's ``membership``
+        return {"owner": g("opened_by", ""), "room": g("room_id", ""), "status": g("status", ""),
+                "assignee": g("member") or "", "membership": g("membership") or ""}
+    if kind == "event":
+        return {"event_type": g("event_type", "")}
     if kind == "message":
         direct = g("recipient_kind") in ("agent", "all")
         return {"owner": g("sender", ""), "assignee": (g("recipient") or "") if direct else "",
@@ -103,6 +107,8 @@ def _attrs(kind: str, row: Mapping[str, Any]) -> dict[str, Any]:
 def resource(kind: str, ident: str, row: Mapping[str, Any] | None = None, *, side_effect: str = "S0"
              ) -> ResourceRef:
     """The PDP resource for ``row`` of ``kind`` (``row=None``: an object with no attributes yet)."""
+    if row is None and kind == "event":
+        row = {"event_type": ident}  # an event type is its own object: allowed_actions("event", type)
     attr = {**_EMPTY, "side_effect": side_effect, **(_attrs(kind, row) if row is not None else {})}
     return ResourceRef(kind=kind, id=ident, attr=attr)
 

@@ -14,7 +14,7 @@ from tests.conftest import add_agent
 GOOD_PRINCIPAL = {"role": "worker", "status": "active", "capabilities": [], "rooms": [], "delegated_tasks": [],
                   "clearance": 0}
 GOOD_RESOURCE = {"owner": "", "assignee": "", "task_id": "", "room": "", "scope": "", "status": "", "reviewer": "",
-                 "sensitivity": 0, "side_effect": "S0"}
+                 "sensitivity": 0, "side_effect": "S0", "role": "", "membership": "", "event_type": ""}
 
 
 @pytest.mark.parametrize(("principal", "resource"), [
