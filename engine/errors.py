@@ -364,3 +364,62 @@ __all__ = [
     "TerminalOwned",
     "VersionConflict",
 ]
+
+
+# -- appended: input hardening (docs/input-limits.md) -----------------------------------------------------
+#
+#     InvalidInput
+#     └── YamlRefused                yaml_refused             3   (file, line, reason: not UTF-8, a YAML limit)
+#     SchemaTooNew                   schema_too_new           8   (found, supported: upgrade PMW, never retry)
+#     Closed                         closed                   1   (what: a call after close())
+
+
+class YamlRefused(InvalidInput):
+    """A YAML file or text was refused before anything used it: not UTF-8, over a size, depth or alias
+    expansion limit, a recursive alias, or a scalar that cannot be a value (docs/input-limits.md).
+    ``line`` is 1-based (0 when unknown)."""
+
+    code = "yaml_refused"
+
+    def __init__(self, file: str, line: int, reason: str) -> None:
+        super().__init__(file, reason)
+        self.file = file
+        self.line = line
+        self.message = f"{file}:{line}: {reason}" if line else f"{file}: {reason}"
+        self.args = (self.message,)
+
+    def details(self) -> dict[str, Any]:
+        return {**super().details(), "file": self.file, "line": self.line}
+
+
+class SchemaTooNew(PMWError):
+    """The database was migrated by a newer PMW than this one. It is not opened (nothing is read or
+    written with the wrong schema). Upgrade PMW; retrying does not help."""
+
+    code = "schema_too_new"
+    exit_code = 8
+
+    def __init__(self, found: int, supported: int) -> None:
+        super().__init__(f"the database has schema version {found}; this PMW supports up to {supported}")
+        self.found = found
+        self.supported = supported
+
+    def details(self) -> dict[str, Any]:
+        return {"found": self.found, "supported": self.supported}
+
+
+class Closed(PMWError):
+    """A call on an object after its ``close()`` (a store, the PDP client): nothing was done; open a new one."""
+
+    code = "closed"
+    exit_code = 1
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"the {what} is closed")
+        self.what = what
+
+    def details(self) -> dict[str, Any]:
+        return {"what": self.what}
+
+
+__all__ += ["Closed", "SchemaTooNew", "YamlRefused"]

@@ -3,7 +3,8 @@
 ``rules.constants`` in a scenario (and a sweep's ``rules.constants.<name>``) override the constants the
 rule files declare (``constants:`` of ``rules/wake_storm.yaml``: ``max_depth``, ``cooldown_us`` ...). The
 files are copied into the run's work folder with the new values, so the repository's rules are never
-edited; the controller then validates and compiles the copy as usual.
+edited; the controller then validates and compiles the copy as usual. The files are read with
+:mod:`engine.yaml_input` (UTF-8, size, depth and alias expansion bounded: ``YamlRefused`` otherwise).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from engine.errors import InvalidInput
+from engine.yaml_input import load_yaml_data, parse_yaml_data, read_yaml_text
 
 
 def prepare_rules(source: Path, constants: Mapping[str, int | float | str], dest: Path, *,
@@ -25,8 +27,8 @@ def prepare_rules(source: Path, constants: Mapping[str, int | float | str], dest
         old.unlink()
     used: set[str] = set()
     for path in sorted(source.glob("*.yaml")):
-        text = path.read_text(encoding="utf-8")
-        data = yaml.safe_load(text) if constants else None
+        text = read_yaml_text(path)
+        data = parse_yaml_data(text, str(path)) if constants else None
         declared = data.get("constants") if isinstance(data, dict) else None
         if isinstance(declared, dict) and declared.keys() & constants.keys():
             for name in declared.keys() & constants.keys():
@@ -44,7 +46,7 @@ def declared_constants(source: Path) -> dict[str, object]:
     """Every constant the rule files of ``source`` declare, with its value."""
     found: dict[str, object] = {}
     for path in sorted(source.glob("*.yaml")):
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml_data(path)
         if isinstance(data, dict) and isinstance(data.get("constants"), dict):
             found.update(data["constants"])
     return found

@@ -31,7 +31,9 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from engine.errors import YamlRefused
 from engine.models.common import ID_PATTERN
+from engine.yaml_input import parse_yaml, read_yaml_text
 from simulations.errors import ScenarioError, ScenarioTimelineError
 from simulations.rules import declared_constants
 
@@ -356,9 +358,11 @@ def load_scenario(path: Path | str, overrides: Mapping[str, Any] | None = None) 
     (a sweep's ``rules.constants.max_depth``) applied before validation. Raises ``ScenarioError``."""
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        text = read_yaml_text(file)
     except OSError as exc:
         raise ScenarioError(str(file), 0, "", f"cannot read the file: {exc.strerror or exc}") from exc
+    except YamlRefused as exc:  # not UTF-8, or over the size limit
+        raise ScenarioError(str(file), exc.line, "", exc.reason) from None
     return parse_scenario(text, str(file), base_dir=file.resolve().parent, overrides=overrides)
 
 
@@ -377,26 +381,26 @@ def parse_scenario(text: str, file: str = "<scenario>", *, base_dir: Path | None
 
 
 def _compose(text: str, file: str) -> tuple[dict[str, Any], dict[Path_, int]]:
+    """The scenario's plain data and the line of every value's path, read by :mod:`engine.yaml_input`
+    (size, depth and alias expansion bounded before anything is built)."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        document = parse_yaml(text, file)
+    except YamlRefused as exc:
+        raise ScenarioError(file, exc.line, "", exc.reason) from None
+    except yaml.constructor.ConstructorError as exc:
+        mark = exc.problem_mark
+        raise ScenarioError(file, mark.line + 1 if mark else 0, "", f"YAML: {exc.problem}") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         raise ScenarioError(file, mark.line + 1 if mark else 0, "", f"YAML syntax: {exc.problem}") from None
     except yaml.YAMLError as exc:
         raise ScenarioError(file, 0, "", f"YAML: {exc}") from None
-    if node is None or not isinstance(node, yaml.MappingNode):
+    node = document.node
+    if node is None or not isinstance(node, yaml.MappingNode) or not isinstance(document.data, dict):
         raise ScenarioError(file, node.start_mark.line + 1 if node else 1, "", "a scenario is a YAML mapping")
     lines: dict[Path_, int] = {}
     _map_lines(node, (), lines, file)
-    loader = yaml.SafeLoader("")
-    try:
-        data = loader.construct_document(node)
-    except yaml.constructor.ConstructorError as exc:
-        mark = exc.problem_mark
-        raise ScenarioError(file, mark.line + 1 if mark else 0, "", f"YAML: {exc.problem}") from None
-    finally:
-        loader.dispose()
-    return data, lines
+    return document.data, lines
 
 
 def _map_lines(node: yaml.Node, path: Path_, lines: dict[Path_, int], file: str) -> None:

@@ -45,6 +45,8 @@ from engine.controller.conditions import (
 )
 from engine.controller.durable_host import Binding, RuleSet
 from engine.controller.errors import RuleFileError
+from engine.errors import YamlRefused
+from engine.yaml_input import load_yaml
 
 RULESET_NAME = "pmw"
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
@@ -123,24 +125,24 @@ def load_rule_file(path: Path, actions: Mapping[str, ActionSpec] = ACTIONS) -> l
 # -- YAML -------------------------------------------------------------------------------------------------
 
 def _parse(path: Path) -> tuple[Any, Any]:
+    """The file's plain data and its root node, read by :mod:`engine.yaml_input` (UTF-8, size, depth and
+    alias expansion bounded); every problem is a :class:`RuleFileError` naming the file and, when known,
+    the line."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        document = load_yaml(path)
+    except OSError as exc:
         raise RuleFileError(str(path), f"cannot read the file: {exc}") from exc
-    loader = yaml.SafeLoader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            raise RuleFileError(str(path), "the file is empty")
-        _check_duplicate_keys(path, node)
-        return loader.construct_document(node), node
+    except YamlRefused as exc:
+        raise RuleFileError(str(path), exc.reason, line=exc.line or None) from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
         line = mark.line + 1 if mark is not None else None
         raise RuleFileError(str(path), f"YAML syntax error: {problem}", line=line) from exc
-    finally:
-        loader.dispose()
+    if document.node is None:
+        raise RuleFileError(str(path), "the file is empty")
+    _check_duplicate_keys(path, document.node)
+    return document.data, document.node
 
 
 def _check_duplicate_keys(path: Path, node: Any) -> None:
