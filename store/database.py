@@ -5,6 +5,11 @@ keys on, and transactions begun by us: ``BEGIN IMMEDIATE`` for writes (so a read
 upgrades a shared lock and deadlocks), plain ``BEGIN`` for reads. An in-memory database uses one shared
 connection, serialised by a lock. PostgreSQL: psycopg 3, READ COMMITTED; the compare-and-set
 ``UPDATE ... WHERE version = :expected`` is what serialises writers.
+
+A value the database or its driver refuses (an integer beyond 64 bits, a NUL byte or invalid UTF-8 on
+PostgreSQL, a lone surrogate) is a problem of the request, never of the store: :meth:`Database.value_refused`
+tells such errors apart so that callers raise ``InvalidInput`` (retrying would never succeed) rather than
+``StoreUnavailable``. After :meth:`Database.dispose` every transaction raises :class:`~engine.errors.Closed`.
 """
 
 from __future__ import annotations
@@ -17,10 +22,10 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.pool import StaticPool
 
-from engine.errors import InvalidInput
+from engine.errors import Closed, InvalidInput
 
 Dialect = Literal["sqlite", "postgresql"]
 
@@ -61,6 +66,7 @@ class Database:
         self._local = threading.local()
         self._writers: list[Any] = []
         self._writers_lock = threading.Lock()
+        self._closed = False
 
     def _sqlite_engine(self, url: str) -> Engine:
         kwargs: dict[str, Any] = {}
@@ -91,7 +97,35 @@ class Database:
         return engine
 
     def _guard(self) -> AbstractContextManager[Any]:
+        if self._closed:
+            raise Closed("store")
         return self._serial if self._serial is not None else nullcontext()
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`dispose` was called (every transaction then raises ``Closed``)."""
+        return self._closed
+
+    def value_refused(self, exc: BaseException) -> str | None:
+        """Why ``exc`` is the database or its driver refusing a *value* of the request (so: invalid input,
+        never retried), or ``None`` when it is not: an integer the driver cannot bind (sqlite3's
+        ``OverflowError``, beyond 64 bits), a string that is not UTF-8 (a lone surrogate), or any error of
+        SQL class 22, "data exception" (PostgreSQL: bigint out of range, a NUL byte, invalid byte sequence,
+        a negative LIMIT; psycopg's own ``DataError`` for NUL in text)."""
+        if isinstance(exc, OverflowError):
+            return f"an integer does not fit a 64-bit column ({exc})"
+        if isinstance(exc, UnicodeEncodeError):
+            return f"a string is not valid UTF-8 (a lone surrogate at position {exc.start})"
+        orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+        dbapi = self.engine.dialect.loaded_dbapi
+        sqlstate = str(getattr(orig, "sqlstate", None) or getattr(getattr(orig, "diag", None), "sqlstate", "")
+                       or "")
+        if isinstance(orig, dbapi.DataError) or sqlstate.startswith("22"):
+            return f"the database refused a value: {_first_line(orig)}"
+        text = str(orig)
+        if "invalid byte sequence" in text or "NUL (0x00)" in text or "\\u0000" in text:
+            return f"the database refused a value: {_first_line(orig)}"
+        return None
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
@@ -111,6 +145,8 @@ class Database:
 
     def _sqlite_writer(self) -> Any:
         """This thread's own SQLite write connection (detached from the pool, pragmas applied)."""
+        if self._closed:
+            raise Closed("store")
         conn = getattr(self._local, "writer", None)
         if conn is None:
             conn = self.engine.raw_connection()
@@ -172,12 +208,21 @@ class Database:
         return error
 
     def dispose(self) -> None:
+        """Close every connection; from now on each transaction raises :class:`~engine.errors.Closed`
+        (the engine would otherwise quietly open new connections, and an in-memory database would come
+        back empty)."""
+        self._closed = True
         with self._writers_lock:
             writers, self._writers = self._writers, []
         for conn in writers:
             conn.close()
         self._local = threading.local()
         self.engine.dispose()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300] if text else ''}"
 
 
 __all__ = ["Database", "DatabaseOptions", "Dialect"]

@@ -274,7 +274,12 @@ def commit(db: Database, request: WriteRequest, hooks: tuple[CommitHook, ...] = 
         raise
     except PMWError:
         raise
+    except (OverflowError, UnicodeEncodeError, orjson.JSONEncodeError) as exc:  # a value no column can hold
+        reason = db.value_refused(exc) or f"a value cannot be stored as JSON ({exc})"
+        raise InvalidInput("request", f"{request.command}: {reason}") from exc
     except (db.database_error, DatabaseError) as exc:  # driver errors, and SQLAlchemy's wrapping on connect
+        if (refused := db.value_refused(exc)) is not None:  # the request's data, not the store: never retry
+            raise InvalidInput("request", f"{request.command}: {refused}") from exc
         raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
     for hook in hooks:
         hook(request)

@@ -1,4 +1,9 @@
-"""Every read query of the world. Rows come back as plain dicts whose keys are the column names."""
+"""Every read query of the world. Rows come back as plain dicts whose keys are the column names.
+
+A query the database cannot run because of a value it was given (an integer beyond 64 bits, a NUL byte or a
+lone surrogate in a key) is ``InvalidInput`` naming the values' columns (:meth:`Database.value_refused`);
+only the store failing is ``StoreUnavailable``.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ import orjson
 from sqlalchemy import JSON, Boolean, Connection, Table, and_, func, or_, select
 from sqlalchemy.exc import DatabaseError
 
-from engine.errors import StoreUnavailable
+from engine.errors import InvalidInput, StoreUnavailable
 from engine.policy.model import PlanFilter
 from store.database import Database, placeholder
 from store.plan_sql import plan_clause, table_of
@@ -70,12 +75,20 @@ class Reader:
         self._db = db
         self._gets: dict[tuple[str, tuple[str, ...]], tuple[str, list[tuple[str, Any]]]] = {}
 
+    def _refused(self, exc: BaseException, field: str) -> InvalidInput | None:
+        reason = self._db.value_refused(exc)
+        return InvalidInput(field, reason) if reason is not None else None
+
     @contextmanager
-    def _conn(self) -> Iterator[Connection]:
+    def _conn(self, field: str = "query") -> Iterator[Connection]:
         try:
             with self._db.read() as conn:
                 yield conn
-        except DatabaseError as exc:
+        except (OverflowError, UnicodeEncodeError, DatabaseError) as exc:
+            if (refused := self._refused(exc, field)) is not None:
+                raise refused from exc
+            if not isinstance(exc, DatabaseError):
+                raise
             raise StoreUnavailable(str(exc.orig)) from exc
 
     def get(self, table: str, **key: Any) -> Row | None:
@@ -85,7 +98,11 @@ class Reader:
             with self._db.read_cursor() as cur:
                 cur.execute(sql, key)
                 found = cur.fetchone()
-        except self._db.database_error as exc:
+        except (OverflowError, UnicodeEncodeError, self._db.database_error) as exc:
+            if (refused := self._refused(exc, ".".join(key) or table)) is not None:
+                raise refused from exc
+            if not isinstance(exc, self._db.database_error):
+                raise
             raise StoreUnavailable(str(exc)) from exc
         if found is None:
             return None
@@ -115,7 +132,7 @@ class Reader:
         stmt = select(t).where(*clauses).order_by(*(c.desc() if descending else c for c in cols))
         if limit is not None:
             stmt = stmt.limit(limit)
-        with self._conn() as conn:
+        with self._conn(_fields(where, limit)) as conn:
             return [dict(r) for r in conn.execute(stmt).mappings()]
 
     def count(self, table: str) -> int:
@@ -165,7 +182,7 @@ class Reader:
         stmt = stmt.order_by(events.c.seq.desc() if newest else events.c.seq)
         if limit is not None:
             stmt = stmt.limit(limit)
-        with self._conn() as conn:
+        with self._conn("after_seq, limit") as conn:
             rows = [dict(r) for r in conn.execute(stmt).mappings()]
         return list(reversed(rows)) if newest else rows
 
@@ -231,7 +248,7 @@ class Reader:
                 .order_by(*(c.desc() if descending else c for c in cols)))
         if limit is not None:
             stmt = stmt.limit(limit)
-        with self._conn() as conn:
+        with self._conn(_fields(where, limit)) as conn:
             return [dict(r) for r in conn.execute(stmt).mappings()]
 
     def principal_inputs(self, agent_id: str) -> tuple[Row | None, list[Row], list[str]]:
@@ -249,7 +266,11 @@ class Reader:
                 cur.execute(f"SELECT room_id FROM room_members WHERE agent_id = {ph} AND active = "
                             f"{'true' if self._db.dialect == 'postgresql' else '1'} ORDER BY room_id", {"a": agent_id})
                 rooms = [str(r[0]) for r in cur.fetchall()]
-        except self._db.database_error as exc:
+        except (OverflowError, UnicodeEncodeError, self._db.database_error) as exc:
+            if (refused := self._refused(exc, "agent_id")) is not None:
+                raise refused from exc
+            if not isinstance(exc, self._db.database_error):
+                raise
             raise StoreUnavailable(str(exc)) from exc
         row = None if agent is None else {
             "agent_id": agent[0], "role_id": agent[1], "status": agent[2],
@@ -271,6 +292,11 @@ class Reader:
         with self._conn() as conn:
             row = conn.execute(stmt).mappings().first()
         return dict(row) if row is not None else None
+
+
+def _fields(where: Mapping[str, Any] | None, limit: int | None) -> str:
+    """The request values a query binds, for an error that refuses one of them."""
+    return ", ".join([*(where or {}), *(["limit"] if limit is not None else [])]) or "query"
 
 
 __all__ = ["Reader", "Row"]
