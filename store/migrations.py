@@ -4,6 +4,11 @@ Each migration runs in its own transaction together with its ``schema_migrations
 (``BEGIN IMMEDIATE`` on SQLite, an advisory transaction lock on PostgreSQL), so two concurrent ``init``
 calls apply each migration once. Migration 1 creates the tables of :mod:`store.schema` as first
 released; a later schema change is a new migration appended here, never an edit of an applied one.
+
+A database that records a migration newer than :data:`LATEST` was written by a newer PMW: :func:`migrate`
+(which every open of a world runs) and :func:`require_supported` refuse it with
+:class:`~engine.errors.SchemaTooNew` before anything is written, rather than read or write it with a schema
+this code does not know.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, insert, inspect, select, text
 from sqlalchemy.exc import DatabaseError
 
-from engine.errors import StoreUnavailable
+from engine.errors import SchemaTooNew, StoreUnavailable
 from store.database import Database
 from store.schema import OPERATIONS_VIEW, RECENCY_INDEXES, TABLES, approvals, metadata, policy_epochs, schema_migrations
 
@@ -72,15 +77,24 @@ def _applied(conn: Connection) -> set[int]:
     return {int(v) for v in conn.execute(select(schema_migrations.c.version)).scalars()}
 
 
+def _refuse_newer(applied: set[int]) -> None:
+    newest = max(applied, default=0)
+    if newest > LATEST:
+        raise SchemaTooNew(newest, LATEST)
+
+
 def migrate(db: Database, now_us: int) -> list[int]:
-    """Apply every pending migration in order; returns the versions applied by this call."""
+    """Apply every pending migration in order; returns the versions applied by this call. A database
+    migrated by a newer PMW is :class:`~engine.errors.SchemaTooNew` (nothing applied)."""
     done: list[int] = []
     try:
         for migration in MIGRATIONS:
             with db.write() as conn:
                 if db.dialect == "postgresql":
                     conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK_ID})
-                if migration.version in _applied(conn):
+                applied = _applied(conn)
+                _refuse_newer(applied)
+                if migration.version in applied:
                     continue
                 migration.apply(conn)
                 schema_migrations.create(conn, checkfirst=True)
@@ -101,6 +115,15 @@ def current_version(db: Database) -> int:
         raise StoreUnavailable(str(exc.orig)) from exc
 
 
+def require_supported(db: Database) -> int:
+    """The database's schema version, or :class:`~engine.errors.SchemaTooNew` when a newer PMW migrated it
+    (for opening a world without migrating it)."""
+    found = current_version(db)
+    if found > LATEST:
+        raise SchemaTooNew(found, LATEST)
+    return found
+
+
 LATEST = MIGRATIONS[-1].version
 
-__all__ = ["LATEST", "MIGRATIONS", "Migration", "current_version", "migrate"]
+__all__ = ["LATEST", "MIGRATIONS", "Migration", "current_version", "migrate", "require_supported"]

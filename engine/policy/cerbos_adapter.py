@@ -3,7 +3,8 @@
 Any failure to get a decision (connection refused, deadline exceeded, an error status) is
 :class:`~engine.errors.PolicyUnavailable`: the caller fails closed. Attributes the PDP's schemas reject are
 :class:`~engine.errors.PolicyInvalidRequest`, never a silent deny. Deadlines are per call (the SDK's
-service-config timeout misfires with current grpcio, see notes/cerbos.md §5).
+service-config timeout misfires with current grpcio, see notes/cerbos.md §5). A call after :meth:`CerbosPdp.close`
+is :class:`~engine.errors.Closed` (grpc's own ``ValueError`` for a closed channel never leaks).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from cerbos.svc.v1 import svc_pb2_grpc
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import NULL_VALUE, ListValue, Value
 
-from engine.errors import PolicyInvalidRequest, PolicyUnavailable
+from engine.errors import Closed, PolicyInvalidRequest, PolicyUnavailable
 from engine.policy.model import (
     Decision,
     PlanExpression,
@@ -36,6 +37,7 @@ from engine.policy.pdp_process import PdpAddress
 
 MAX_RESOURCES_PER_REQUEST = 500
 EPOCH_RULE = "#epoch-marker"
+_CLOSED = "policy decision point client"
 
 
 def _value(v: Any) -> Value:
@@ -93,15 +95,30 @@ class CerbosPdp:
             ("grpc.max_reconnect_backoff_ms", 500)])
         self._svc = svc_pb2_grpc.CerbosServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self._admin = svc_pb2_grpc.CerbosAdminServiceStub(self._channel)  # type: ignore[no-untyped-call]
+        self._closed = False
 
     def close(self) -> None:
+        """Close the channel; every later call raises :class:`~engine.errors.Closed`. Idempotent."""
+        self._closed = True
         self._channel.close()
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def _call(self, method: Any, request: Any, **kw: Any) -> Any:
+        if self._closed:
+            raise Closed(_CLOSED)
         try:
             return method(request, timeout=self.timeout_s, wait_for_ready=True, **kw)
         except grpc.RpcError as exc:
+            if self._closed:  # cancelled by close() while in flight
+                raise Closed(_CLOSED) from exc
             raise _translated(exc) from exc
+        except ValueError as exc:  # grpc: "Cannot invoke RPC on closed channel!" (closed by another thread)
+            if self._closed:
+                raise Closed(_CLOSED) from exc
+            raise
 
     def check(self, principal: PrincipalRef, resources: Sequence[tuple[ResourceRef, Sequence[str]]]
               ) -> list[Decision]:
@@ -149,6 +166,8 @@ class CerbosPdp:
         try:
             return future.result()
         except grpc.RpcError as exc:
+            if self._closed:
+                raise Closed(_CLOSED) from exc
             raise _translated(exc) from exc
 
     @staticmethod
