@@ -1,8 +1,15 @@
 """The artifact registry: content-addressed files beside the database, registry rows in SQL.
 
-Content is written first (to ``<artifact_dir>/sha256/<aa>/<digest>``, atomically, fsynced), then the
-registry row is committed; an interrupted write leaves at most an unreferenced file, never a row that
-points at nothing. Every read verifies the checksum.
+A write is planned (reads only), decided by the policy, and only then touches disk: the bytes are staged
+in ``<artifact_dir>/.staging/`` (content-addressed name, fsynced, directory fsynced), the registry row is
+committed through the one write path, and the staged file is then promoted to its place,
+``<artifact_dir>/sha256/<aa>/<digest>`` (an atomic rename). Every failure before the promotion (a denial,
+a version or operation conflict, a full disk, a store error) removes the staged file; a denied write
+leaves no byte on disk. Content already in place is not written again.
+
+A crash after the commit and before the promotion leaves the bytes in staging, durable: a read that finds
+no file in place promotes the staged copy of that checksum. A crash before the commit leaves at most an
+unreferenced staged file, never a row that points at nothing. Every read verifies the checksum.
 """
 
 from __future__ import annotations
@@ -10,12 +17,13 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
-from engine.errors import ArtifactCorrupted, InvalidInput, NotPermitted, StoreUnavailable
+from engine.errors import ArtifactCorrupted, ArtifactUnwritable, InvalidInput, NotPermitted
 from engine.models.artifacts import Artifact, ArtifactContent, ArtifactStatus, ArtifactVersion
 from engine.models.common import Id, Model
 from engine.policy.enforcement import Check
@@ -24,6 +32,7 @@ from engine.world.core import Cause, Plan, WorldCore
 from store import Insert, Update
 
 MAX_ARTIFACT_BYTES = 64 * 1024 * 1024
+STAGING_DIR = ".staging"
 
 
 class RegisterArtifact(Model):
@@ -35,46 +44,49 @@ class RegisterArtifact(Model):
     expected_version: int | None = Field(default=None, ge=1)
 
 
+class NewArtifactVersion(Model):
+    artifact_id: Id
+    checksum: str = Field(pattern=r"^[0-9a-f]{64}$")
+    size: int = Field(ge=0, le=MAX_ARTIFACT_BYTES)
+    expected_version: int | None = Field(default=None, ge=1)
+
+
+def content_location(digest: str) -> str:
+    """Where content with sha256 ``digest`` lives, relative to the artifact directory."""
+    return f"sha256/{digest[:2]}/{digest}"
+
+
+def check_artifact_rules(actor: str, action: str, artifact: Artifact) -> None:
+    """The World's own rule for ``action`` on ``artifact`` (before the policy): only an active artifact
+    takes a new version (``NotPermitted``)."""
+    if action == "version" and artifact.status is not ArtifactStatus.ACTIVE:
+        raise NotPermitted(actor, "version", "artifact", artifact.artifact_id, "artifact is retired")
+
+
 class ArtifactCalls(WorldCore):
     def _content_root(self) -> Path:
         if self.artifact_dir is None:
             raise InvalidInput("artifact_dir", "this world has no artifact directory configured")
         return self.artifact_dir
 
-    def _put_content(self, content: bytes) -> tuple[str, str]:
-        digest = hashlib.sha256(content).hexdigest()
-        rel = f"sha256/{digest[:2]}/{digest}"
-        path = self._content_root() / rel
-        if path.exists():
-            return digest, rel
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(content)
-                fh.flush()
-                os.fsync(fh.fileno())
-            Path(tmp).replace(path)
-        except OSError as exc:
-            raise StoreUnavailable(f"cannot write artifact content: {exc}") from exc
-        return digest, rel
-
     def register_artifact(self, actor: str, artifact_type: str, content: bytes, *, artifact_id: str | None = None,
                           task_id: str | None = None, op_id: str | None = None,
                           cause: Cause | None = None) -> Artifact:
-        """Register new content as version 1 of a new artifact owned by ``actor``."""
+        """Register new content as version 1 of a new artifact owned by ``actor`` (nothing reaches disk
+        unless the policy allows it)."""
         self._check_bytes(content)
         req = build(RegisterArtifact, artifact_type=artifact_type, checksum=hashlib.sha256(content).hexdigest(),
                     size=len(content), artifact_id=artifact_id, task_id=task_id)
 
         def plan(now: int) -> Plan:
+            self._content_root()
             if req.task_id is not None:
                 self._row("tasks", "task", req.task_id, task_id=req.task_id)
-            _, location = self._put_content(content)
             aid = req.artifact_id or self.ids.new("art")
             art = Artifact(artifact_id=aid, artifact_type=req.artifact_type, owner=actor, created_by=actor,
                            task_id=req.task_id, status=ArtifactStatus.ACTIVE, checksum=req.checksum,
-                           size=req.size, location=location, created_at_us=now, updated_at_us=now, version=1)
+                           size=req.size, location=content_location(req.checksum), created_at_us=now,
+                           updated_at_us=now, version=1)
             ver = self._version_row(art, actor, now)
             return Plan("artifact.committed", "artifact", aid, art,
                         checks=[Check("artifact", aid, "create", art.model_dump(mode="json"))],
@@ -82,36 +94,111 @@ class ArtifactCalls(WorldCore):
                         payload={"version": 1, "checksum": req.checksum},
                         provenance=[("task", req.task_id, "artifact", aid, "produced_for")] if req.task_id else (),
                         resulting_version=1)
-        return self._write("register_artifact", actor, req, plan, Artifact, op_id=op_id, cause=cause)
+        return self._write_with_content("register_artifact", actor, req, plan, content, op_id, cause)
 
     def new_artifact_version(self, actor: str, artifact_id: str, content: bytes, *,
                              expected_version: int | None = None, op_id: str | None = None,
                              cause: Cause | None = None) -> Artifact:
-        """Commit new content as the next version (compare-and-set on ``expected_version`` if given)."""
+        """Commit new content as the next version (compare-and-set on ``expected_version`` if given; nothing
+        reaches disk unless the policy allows it, and a lost race leaves nothing behind)."""
         self._check_bytes(content)
-        check_id("artifact_id", artifact_id)
-        current = self._load(Artifact, "artifacts", "artifact", artifact_id, artifact_id=artifact_id)
-        req = build(RegisterArtifact, artifact_type=current.artifact_type,
-                    checksum=hashlib.sha256(content).hexdigest(), size=len(content), artifact_id=artifact_id,
-                    expected_version=expected_version)
+        req = build(NewArtifactVersion, artifact_id=artifact_id, checksum=hashlib.sha256(content).hexdigest(),
+                    size=len(content), expected_version=expected_version)
 
         def plan(now: int) -> Plan:
-            art = self._load(Artifact, "artifacts", "artifact", artifact_id, artifact_id=artifact_id)
-            if art.status is not ArtifactStatus.ACTIVE:
-                raise NotPermitted(actor, "version", "artifact", artifact_id, "artifact is retired")
+            self._content_root()
+            row = self._row("artifacts", "artifact", artifact_id, artifact_id=artifact_id)
+            art = Artifact.model_validate(row)
+            check_artifact_rules(actor, "version", art)
             base = req.expected_version or art.version
-            _, location = self._put_content(content)
+            location = content_location(req.checksum)
             new = art.model_copy(update={"checksum": req.checksum, "size": req.size, "location": location,
                                          "updated_at_us": now, "version": base + 1})
             values = {"checksum": req.checksum, "size": req.size, "location": location, "updated_at_us": now}
             return Plan("artifact.committed", "artifact", artifact_id, new,
-                        checks=[Check("artifact", artifact_id, "version", art.model_dump(mode="json"))],
+                        checks=[Check("artifact", artifact_id, "version", row)],
                         changes=[Update("artifacts", {"artifact_id": artifact_id}, base, values, "artifact",
                                         artifact_id), self._version_row(new, actor, now)],
                         payload={"version": base + 1, "checksum": req.checksum},
                         provenance=[("artifact", f"{artifact_id}@{base}", "artifact", f"{artifact_id}@{base + 1}",
                                      "revised_by")], base_version=base, resulting_version=base + 1)
-        return self._write("new_artifact_version", actor, req, plan, Artifact, op_id=op_id, cause=cause)
+        return self._write_with_content("new_artifact_version", actor, req, plan, content, op_id, cause)
+
+    # -- plan, decide, stage, commit, promote ---------------------------------------------------------
+
+    def _write_with_content(self, command: str, actor: str, req: BaseModel, plan: Callable[[int], Plan],
+                            content: bytes, op_id: str | None, cause: Cause | None) -> Artifact:
+        """The artifact write path: a known ``op_id`` is answered from the ledger (nothing planned, decided
+        or staged); else the plan is built once (reads only), decided, the bytes staged, the plan committed
+        through ``_write`` and the staged file promoted. Any failure after staging removes the staged file."""
+        if op_id is not None and self.store.operation(check_id("op_id", op_id)) is not None:
+            return self._write(command, actor, req, _answered_from_ledger, Artifact, op_id=op_id, cause=cause)
+        planned = plan(self.clock.now_us())
+        self._authorize(actor, planned.checks, command)  # the decision, before any byte reaches disk
+        assert isinstance(planned.result, Artifact)
+        target = self._content_root() / planned.result.location
+        staged = None if target.exists() else self._stage(content, planned.result.checksum)
+        try:
+            done = self._write(command, actor, req, lambda now: planned, Artifact, op_id=op_id, cause=cause)
+        except BaseException:
+            if staged is not None:
+                staged.unlink(missing_ok=True)
+            raise
+        if staged is not None:
+            self._promote(staged, target)
+        return done
+
+    def _staging(self) -> Path:
+        return self._content_root() / STAGING_DIR
+
+    def _stage(self, content: bytes, digest: str) -> Path:
+        """Write ``content`` to a new file in staging named after its digest, fsync it and the directory.
+        A failure (``ArtifactUnwritable``) leaves no file."""
+        staging = self._staging()
+        tmp: str | None = None
+        try:
+            staging.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=staging, prefix=f"{digest}.", suffix=".staged")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(content)
+                fh.flush()
+                os.fsync(fh.fileno())
+            _fsync_dir(staging)
+        except OSError as exc:
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
+            raise ArtifactUnwritable(str(exc), exc.errno) from exc
+        return Path(tmp)
+
+    def _promote(self, staged: Path, target: Path) -> None:
+        """Move a staged file to its content-addressed place (atomic; identical content may already be
+        there, or have been promoted by a reader). The row is committed: a failure here leaves the bytes
+        in staging, where a read finds them."""
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            staged.replace(target)
+            _fsync_dir(target.parent)
+        except OSError:
+            return  # committed either way: the bytes are in place (promoted by a reader) or durable in staging
+
+    def _content_of(self, ver: ArtifactVersion) -> bytes | None:
+        """The bytes of a committed version: in place, or still in staging (a promotion that was cut
+        short; promoted now). ``None`` if neither holds a copy with the registered checksum."""
+        target = self._content_root() / ver.location
+        try:
+            return target.read_bytes()
+        except FileNotFoundError:
+            pass
+        staging = self._staging()
+        for staged in sorted(staging.glob(f"{ver.checksum}.*.staged")) if staging.is_dir() else []:
+            try:
+                data = staged.read_bytes()
+            except FileNotFoundError:
+                continue  # promoted or removed meanwhile
+            if hashlib.sha256(data).hexdigest() == ver.checksum:
+                self._promote(staged, target)
+                return data
+        return target.read_bytes() if target.exists() else None
 
     @staticmethod
     def _version_row(art: Artifact, actor: str, now: int) -> Insert:
@@ -146,10 +233,9 @@ class ArtifactCalls(WorldCore):
             raise InvalidInput("version", f"{version!r} is not a version number")
         ver = self._load(ArtifactVersion, "artifact_versions", "artifact_version", f"{artifact_id}@{v}",
                          artifact_id=artifact_id, version=v)
-        try:
-            data = (self._content_root() / ver.location).read_bytes()
-        except FileNotFoundError:
-            raise ArtifactCorrupted(artifact_id, v, ver.checksum, "missing") from None
+        data = self._content_of(ver)
+        if data is None:
+            raise ArtifactCorrupted(artifact_id, v, ver.checksum, "missing")
         actual = hashlib.sha256(data).hexdigest()
         if actual != ver.checksum:
             raise ArtifactCorrupted(artifact_id, v, ver.checksum, actual)
@@ -159,3 +245,15 @@ class ArtifactCalls(WorldCore):
                        actor: str | None = None) -> list[Artifact]:
         where = {"task_id": check_id("task_id", task_id)} if task_id is not None else {}
         return self._list(Artifact, "artifacts", "artifact", actor, where, limit=limit)
+
+
+def _answered_from_ledger(now: int) -> Plan:
+    raise AssertionError("a known operation is answered from the ledger, never planned")
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -24,7 +24,7 @@ from engine.models.common import Id, Model
 from engine.policy.enforcement import Check
 from engine.validation import build, check_id
 from engine.world.agents import AgentCalls
-from engine.world.core import Cause, Plan
+from engine.world.core import Cause, Plan, WorldCore
 from store import Change, Insert
 
 MAX_FANOUT = 10_000
@@ -121,21 +121,26 @@ class ChannelCalls(AgentCalls):
                          cause: Cause | None) -> Delivery:
         req = build(DeliveryAction, delivery_id=delivery_id, action=action)
 
-        def check(d: Delivery) -> None:
-            agent = self._load(Agent, "agents", "agent", actor, agent_id=actor)
-            if action == "ack" and d.claimed_by != actor:
-                raise NotPermitted(actor, "ack", "delivery", delivery_id, f"claimed by {d.claimed_by}")
-            if not _addressed_to(d, agent):
-                raise NotPermitted(actor, action, "delivery", delivery_id, "not addressed to this agent")
-            if agent.status.value == "offline":
-                raise NotPermitted(actor, action, "delivery", delivery_id, "agent is offline")
-
         def plan(now: int) -> Plan:
             values = {"claimed_by": actor} if action == "claim" else {}
             p, _ = self._transition(Delivery, "deliveries", "delivery", delivery_id, DELIVERY_LIFECYCLE, action,
-                                    now, values=values, check=check, event_type=f"message.{action}ed")
+                                    now, values=values, check=lambda d: check_delivery_rules(self, actor, action, d),
+                                    event_type=f"message.{action}ed")
             return p
         return self._write(f"{action}_message", actor, req, plan, Delivery, op_id=op_id, cause=cause)
+
+
+def check_delivery_rules(world: WorldCore, actor: str, action: str, d: Delivery) -> None:
+    """The World's own rules for claiming or acking a delivery (after its lifecycle, before the policy):
+    ``NotPermitted`` unless the delivery is addressed to ``actor`` (by id, role, platform or pool), the
+    agent is not offline, and (to ack) ``actor`` claimed it."""
+    agent = world._load(Agent, "agents", "agent", actor, agent_id=actor)
+    if action == "ack" and d.claimed_by != actor:
+        raise NotPermitted(actor, "ack", "delivery", d.delivery_id, f"claimed by {d.claimed_by}")
+    if not _addressed_to(d, agent):
+        raise NotPermitted(actor, action, "delivery", d.delivery_id, "not addressed to this agent")
+    if agent.status.value == "offline":
+        raise NotPermitted(actor, action, "delivery", d.delivery_id, "agent is offline")
 
 
 def _addressed_to(d: Delivery, agent: Agent) -> bool:

@@ -87,10 +87,9 @@ class HandoffCalls(WorldCore):
         def plan(now: int) -> Plan:
             h = self._load(Handoff, "handoffs", "handoff", handoff_id, handoff_id=handoff_id)
             task = self._load(Task, "tasks", "task", h.task_id, task_id=h.task_id)
-            TASK_LIFECYCLE.target(task.task_id, task.status.value, "transfer")
             move = Update("tasks", {"task_id": task.task_id}, task.version,
                           {"status": "claimed", "assignee": actor, "updated_at_us": now}, "task", task.task_id)
-            return self._handoff_plan(h, actor, "accept", now, extra=[move])
+            return self._handoff_plan(h, actor, "accept", now, extra=[move], task=task)
         return self._handoff_write("accept", actor, handoff_id, plan, op_id, cause)
 
     def complete_handoff(self, actor: str, handoff_id: str, result: dict[str, Any] | None = None, *,
@@ -116,13 +115,13 @@ class HandoffCalls(WorldCore):
         return self._write(f"{action}_handoff", actor, req, plan, Handoff, op_id=op_id, cause=cause)
 
     def _handoff_plan(self, h: Handoff, actor: str, action: str, now: int, *,
-                      values: dict[str, Any] | None = None, extra: list[Update] | None = None) -> Plan:
-        def check(x: Handoff) -> None:
-            if x.target_agent != actor:
-                raise NotPermitted(actor, action, "handoff", x.handoff_id, f"addressed to {x.target_agent}")
+                      values: dict[str, Any] | None = None, extra: list[Update] | None = None,
+                      task: Task | None = None) -> Plan:
+        """The transition ``action``: the handoff's lifecycle, then :func:`check_handoff_rules`, then the
+        policy."""
         plan, _ = self._transition(Handoff, "handoffs", "handoff", h.handoff_id, HANDOFF_LIFECYCLE, action, now,
-                                   values=values, check=check, extra=extra or (),
-                                   payload={"task_id": h.task_id, "source_agent": h.source_agent})
+                                   values=values, check=lambda x: check_handoff_rules(self, actor, action, x, task),
+                                   extra=extra or (), payload={"task_id": h.task_id, "source_agent": h.source_agent})
         return plan
 
     def get_handoff(self, handoff_id: str, *, actor: str | None = None) -> Handoff:
@@ -137,3 +136,15 @@ class HandoffCalls(WorldCore):
         if target_agent is not None:
             where["target_agent"] = check_id("target_agent", target_agent)
         return self._list(Handoff, "handoffs", "handoff", actor, where, limit=limit)
+
+
+def check_handoff_rules(world: WorldCore, actor: str, action: str, handoff: Handoff, task: Task | None = None) -> None:
+    """The World's own rules for ``action`` on ``handoff`` (after its lifecycle, before the policy): only
+    its target answers it (``NotPermitted``); accepting also moves the task, which its lifecycle must allow
+    (``IllegalTransition`` on the task). ``task``: the handoff's task if the caller has read it already."""
+    if handoff.target_agent != actor:
+        raise NotPermitted(actor, action, "handoff", handoff.handoff_id, f"addressed to {handoff.target_agent}")
+    if action == "accept":
+        if task is None:
+            task = world._load(Task, "tasks", "task", handoff.task_id, task_id=handoff.task_id)
+        TASK_LIFECYCLE.target(task.task_id, task.status.value, "transfer")

@@ -83,8 +83,7 @@ class TaskCalls(WorldCore):
 
         def plan(now: int) -> Plan:
             self._row("agents", "agent", assignee, agent_id=assignee)
-            return self._task_plan(req, actor, now, values={"assignee": assignee},
-                                   check=lambda t: self._require_owner(actor, t, "assign"))
+            return self._task_plan(req, actor, now, values={"assignee": assignee})
         return self._write("assign_task", actor, req, plan, Task, op_id=op_id, cause=cause)
 
     def claim_task(self, actor: str, task_id: str, *, expected_version: int | None = None,
@@ -93,16 +92,9 @@ class TaskCalls(WorldCore):
         ``IllegalTransition`` (already claimed) or ``VersionConflict``. The claimer must be a live agent
         (active or attached); an assigned task can only be claimed by its assignee."""
         req = build(TaskAction, task_id=task_id, action="claim", expected_version=expected_version)
-
-        def check(t: Task) -> None:
-            agent = self._row("agents", "agent", actor, agent_id=actor)
-            if agent["status"] not in _LIVE_PRESENCE:
-                raise NotPermitted(actor, "claim", "task", task_id, f"agent is {agent['status']}")
-            if t.status is TaskStatus.ASSIGNED and t.assignee != actor:
-                raise NotPermitted(actor, "claim", "task", task_id, f"assigned to {t.assignee}")
         try:
             return self._write("claim_task", actor, req, lambda now: self._task_plan(
-                req, actor, now, values={"assignee": actor}, check=check), Task, op_id=op_id, cause=cause)
+                req, actor, now, values={"assignee": actor}), Task, op_id=op_id, cause=cause)
         except VersionConflict:
             if expected_version is None:
                 current = self._load(Task, "tasks", "task", task_id, task_id=task_id)
@@ -127,12 +119,8 @@ class TaskCalls(WorldCore):
                      op_id: str | None = None, cause: Cause | None = None) -> Task:
         """Give the task back (open again); the assignee or the owner may."""
         req = build(TaskAction, task_id=task_id, action="release", expected_version=expected_version)
-
-        def check(t: Task) -> None:
-            if actor not in (t.assignee, t.owner_agent):
-                raise NotPermitted(actor, "release", "task", task_id, "neither assignee nor owner")
         return self._write("release_task", actor, req, lambda now: self._task_plan(
-            req, actor, now, values={"assignee": None}, check=check), Task, op_id=op_id, cause=cause)
+            req, actor, now, values={"assignee": None}), Task, op_id=op_id, cause=cause)
 
     def abort_task(self, actor: str, task_id: str, reason: str, *, expected_version: int | None = None,
                    op_id: str | None = None, cause: Cause | None = None) -> Task:
@@ -140,29 +128,60 @@ class TaskCalls(WorldCore):
         req = build(TaskAction, task_id=task_id, action="abort", expected_version=expected_version,
                     reason=reason)
         return self._write("abort_task", actor, req, lambda now: self._task_plan(
-            req, actor, now, values={"result": {"aborted": reason}},
-            check=lambda t: self._require_owner(actor, t, "abort")), Task, op_id=op_id, cause=cause)
+            req, actor, now, values={"result": {"aborted": reason}}), Task, op_id=op_id, cause=cause)
 
     def _assignee_action(self, action: str, actor: str, task_id: str, expected_version: int | None,
                          op_id: str | None, cause: Cause | None, *, result: dict[str, Any],
                          reason: str | None = None) -> Task:
         req = build(TaskAction, task_id=task_id, action=action, expected_version=expected_version,
                     result=result, reason=reason)
-
-        def check(t: Task) -> None:
-            if t.assignee != actor:
-                raise NotPermitted(actor, action, "task", task_id, f"claimed by {t.assignee}")
         return self._write(f"{action}_task", actor, req, lambda now: self._task_plan(
-            req, actor, now, values={"result": req.result}, check=check), Task, op_id=op_id, cause=cause)
+            req, actor, now, values={"result": req.result}), Task, op_id=op_id, cause=cause)
 
-    def _task_plan(self, req: TaskAction, actor: str, now: int, *, values: dict[str, Any],
-                   check: Callable[[Task], None]) -> Plan:
+    def _task_plan(self, req: TaskAction, actor: str, now: int, *, values: dict[str, Any]) -> Plan:
+        """The transition ``req.action``: the lifecycle, then :func:`check_task_parties`, then the policy."""
         plan, _ = self._transition(Task, "tasks", "task", req.task_id, TASK_LIFECYCLE, req.action, now,
-                                      expected_version=req.expected_version, values=values, check=check,
-                                      payload={"agent": req.agent or actor, "reason": req.reason})
+                                   expected_version=req.expected_version, values=values,
+                                   check=lambda t: check_task_parties(self, actor, req.action, t),
+                                   payload={"agent": req.agent or actor, "reason": req.reason})
         return plan
 
-    @staticmethod
-    def _require_owner(actor: str, task: Task, action: str) -> None:
-        if task.owner_agent != actor:
-            raise NotPermitted(actor, action, "task", task.task_id, f"owned by {task.owner_agent}")
+
+def _live_claimer(world: WorldCore, actor: str, task: Task) -> None:
+    agent = world._row("agents", "agent", actor, agent_id=actor)
+    if agent["status"] not in _LIVE_PRESENCE:
+        raise NotPermitted(actor, "claim", "task", task.task_id, f"agent is {agent['status']}")
+    if task.status is TaskStatus.ASSIGNED and task.assignee != actor:
+        raise NotPermitted(actor, "claim", "task", task.task_id, f"assigned to {task.assignee}")
+
+
+def _owner(actor: str, task: Task, action: str) -> None:
+    if task.owner_agent != actor:
+        raise NotPermitted(actor, action, "task", task.task_id, f"owned by {task.owner_agent}")
+
+
+def _holder(actor: str, task: Task, action: str) -> None:
+    if task.assignee != actor:
+        raise NotPermitted(actor, action, "task", task.task_id, f"claimed by {task.assignee}")
+
+
+def _assignee_or_owner(actor: str, task: Task, action: str) -> None:
+    if actor not in (task.assignee, task.owner_agent):
+        raise NotPermitted(actor, action, "task", task.task_id, "neither assignee nor owner")
+
+
+# Who may take each task transition (beyond the lifecycle and the policy): the one table the calls and
+# ``allowed_actions`` both use.
+_PARTIES: dict[str, Callable[[str, Task, str], None]] = {
+    "assign": _owner, "abort": _owner, "complete": _holder, "fail": _holder, "release": _assignee_or_owner}
+
+
+def check_task_parties(world: WorldCore, actor: str, action: str, task: Task) -> None:
+    """The World's own party rule for ``action`` on ``task`` (checked after its lifecycle, before the
+    policy): ``NotPermitted`` unless ``actor`` is the party the action needs. Claim: a live agent, and the
+    assignee of an assigned task; assign and abort: the owner; complete and fail: the assignee; release:
+    the assignee or the owner."""
+    if action == "claim":
+        _live_claimer(world, actor, task)
+    elif (rule := _PARTIES.get(action)) is not None:
+        rule(actor, task, action)

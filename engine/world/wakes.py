@@ -8,11 +8,12 @@ with the reason (``suppressed``, ``cancelled``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import Field
 
-from engine.errors import AlreadyExists, InvalidInput, LeaseHeld, NotFound, VersionConflict
+from engine.errors import AlreadyExists, InvalidInput, LeaseHeld, NotFound, OperationConflict, VersionConflict
 from engine.models.common import Id, Model, Payload, Priority, Refs, TimeUs
 from engine.models.receipts import Decision, Outcome, Receipt, ReceiptBody
 from engine.models.traces import Trace, TraceBody
@@ -20,7 +21,7 @@ from engine.models.wakes import WAKE_LIFECYCLE, EnqueueResult, Wake, WakeStatus
 from engine.policy.enforcement import Check
 from engine.validation import build, check_id, parse_enum
 from engine.world.core import Cause, Plan, WorldCore
-from store import Insert
+from store import Change, Insert, Update
 
 MAX_CLAIM_CANDIDATES = 16
 
@@ -41,6 +42,40 @@ class EnqueueWake(Model):
 class ClaimWake(Model):
     wake_id: Id
     lease_seconds: float = Field(gt=0, le=86400)
+    worker: Id | None = None
+    agent_id: Id | None = None  # the claim asked only for this agent's wakes
+
+
+class _KeyTaken(Exception):  # an internal signal from a plan, never raised to a caller
+    """The plan found a wake with the request's idempotency key: nothing is to be written."""
+
+    def __init__(self, wake: Wake, check: Check) -> None:
+        super().__init__(wake.wake_id)
+        self.wake = wake
+        self.check = check
+
+
+#: The wake actions a worker takes for the wake's target agent (it runs the wake for it): decided with the
+#: target's authority. Cancelling is decided with the caller's own.
+RUN_FOR_TARGET = frozenset({"claim", "ack"})
+
+
+def decided_as(actor: str, action: str, wake: Wake) -> str:
+    """Whose authority the policy decides ``action`` on ``wake`` with (see :data:`RUN_FOR_TARGET`)."""
+    return wake.target_agent if action in RUN_FOR_TARGET else actor
+
+
+def check_wake_rules(worker: str, action: str, wake: Wake, now: int) -> None:
+    """The World's own rules for ``action`` on ``wake`` (after its lifecycle, before the policy):
+    ``LeaseHeld`` for a claim while another lease runs or before the wake is due, and for an ack by anyone
+    but the lease owner."""
+    if action == "claim":
+        if wake.status is WakeStatus.CLAIMED and (wake.lease_until_us or 0) >= now:
+            raise LeaseHeld(wake.wake_id, wake.lease_owner, wake.lease_until_us)
+        if wake.not_before_us > now:
+            raise LeaseHeld(wake.wake_id, None, None)
+    elif action == "ack" and wake.lease_owner != worker:
+        raise LeaseHeld(wake.wake_id, wake.lease_owner, wake.lease_until_us)
 
 
 WriteReceipt = ReceiptBody
@@ -56,19 +91,23 @@ class WakeCalls(WorldCore):
                      base_state_version: int | None = None, authority_scope: dict[str, Any] | None = None,
                      cause_event_id: str | None = None, op_id: str | None = None,
                      causation: Cause | None = None) -> EnqueueResult:
-        """Queue a wake for ``target_agent`` unless one with this idempotency key exists (then that one is
-        returned with ``created=False`` and nothing is written)."""
+        """Queue a wake for ``target_agent`` unless one with this idempotency key exists: then that one is
+        returned with ``created=False`` and nothing is written (if ``actor`` may enqueue the wake asked
+        for: the answer is decided like the enqueue it stands for).
+
+        Operation identity comes first: a known ``op_id`` returns the original result exactly (``created``
+        included) or raises ``OperationConflict`` for a different request, before the key is looked at."""
         req = build(EnqueueWake, target_agent=target_agent, cause=cause, idempotency_key=idempotency_key,
                     not_before_us=not_before_us, priority=priority, payload=payload or {},
                     payload_refs=payload_refs or [], base_state_version=base_state_version,
                     authority_scope=authority_scope or {}, cause_event_id=cause_event_id)
-        existing = self._wake_by_key(req.idempotency_key)
-        if existing is not None:
-            return EnqueueResult(wake=existing, created=False)
         try:
             return self._write("enqueue_wake", actor, req, lambda now: self._plan_enqueue(req, now),
                                EnqueueResult, op_id=op_id, cause=causation)
-        except AlreadyExists:
+        except _KeyTaken as taken:
+            self._authorize(actor, [taken.check], "enqueue_wake")
+            return EnqueueResult(wake=taken.wake, created=False)
+        except AlreadyExists:  # a concurrent enqueue of the same key committed first
             found = self._wake_by_key(req.idempotency_key)
             if found is None:
                 raise
@@ -79,50 +118,78 @@ class WakeCalls(WorldCore):
         return Wake.model_validate(rows[0]) if rows else None
 
     def _plan_enqueue(self, req: EnqueueWake, now: int) -> Plan:
+        existing = self._wake_by_key(req.idempotency_key)
         self._row("agents", "agent", req.target_agent, agent_id=req.target_agent)
-        wid = self.ids.new("wak")
+        wid = existing.wake_id if existing is not None else self.ids.new("wak")
         wake = Wake(wake_id=wid, status=WakeStatus.PENDING, attempts=0, created_at_us=now, updated_at_us=now,
                     version=1, **{**req.model_dump(), "not_before_us": req.not_before_us or now})
-        return Plan("wake.issued", "wake", wid, EnqueueResult(wake=wake, created=True),
-                    checks=[Check("wake", wid, "enqueue", wake.model_dump(mode="json"))],
+        check = Check("wake", wid, "enqueue", wake.model_dump(mode="json"))
+        if existing is not None:
+            raise _KeyTaken(existing, check)
+        return Plan("wake.issued", "wake", wid, EnqueueResult(wake=wake, created=True), checks=[check],
                     changes=[Insert("wakes", wake.model_dump(mode="json"), "wake", req.idempotency_key)],
                     payload={"target_agent": req.target_agent, "cause": req.cause},
                     provenance=[("event", req.cause_event_id, "wake", wid, "caused")] if req.cause_event_id
                     else (), resulting_version=1)
 
     def claim_wake(self, worker: str, *, agent_id: str | None = None, lease_seconds: float = 30.0,
-                   cause: Cause | None = None) -> Wake | None:
+                   op_id: str | None = None, cause: Cause | None = None) -> Wake | None:
         """Lease the most urgent due wake (optionally only ``agent_id``'s), or ``None`` if none is due.
-        Expired leases are reclaimed. Concurrent claimers never get the same wake."""
+        Expired leases are reclaimed. Concurrent claimers never get the same wake. Each candidate is read
+        once (by the due query); a candidate changed since is skipped by the compare-and-set.
+
+        With ``op_id``: a known id returns the wake its claim leased, exactly as it was then (or
+        ``OperationConflict`` for another request: another worker, agent or lease)."""
         check_id("worker", worker)
         if agent_id is not None:
             check_id("agent_id", agent_id)
         build(ClaimWake, wake_id="probe", lease_seconds=lease_seconds)  # bad input fails even on an empty queue
+        if op_id is not None and (stored := self.store.operation(check_id("op_id", op_id))) is not None:
+            if stored.command != "claim_wake":
+                raise OperationConflict(op_id, "claim_wake")
+            leased = Wake.model_validate(stored.result)
+            req = build(ClaimWake, wake_id=leased.wake_id, lease_seconds=lease_seconds, worker=worker,
+                        agent_id=agent_id)
+            return self._write("claim_wake", decided_as(worker, "claim", leased), req, self._replayed_only,
+                               Wake, op_id=op_id, cause=cause)  # answered from the ledger (or a conflict)
         now = self.clock.now_us()
         for row in self.store.read.due_wakes(now, MAX_CLAIM_CANDIDATES, agent_id):
-            req = build(ClaimWake, wake_id=row["wake_id"], lease_seconds=lease_seconds)
+            candidate = Wake.model_validate(row)
+            req = build(ClaimWake, wake_id=candidate.wake_id, lease_seconds=lease_seconds, worker=worker,
+                        agent_id=agent_id)
             try:
-                # a worker runs the wake for its target agent: the target's authority is what is decided
-                return self._write("claim_wake", row["target_agent"], req,
-                                   lambda now, req=req: self._plan_claim(worker, req, now),  # type: ignore[misc]
-                                   Wake, op_id=None, cause=cause)
+                return self._write("claim_wake", decided_as(worker, "claim", candidate), req,
+                                   lambda now, req=req, row=row: self._plan_claim(  # type: ignore[misc]
+                                       worker, req, row, now), Wake, op_id=op_id, cause=cause)
             except (VersionConflict, LeaseHeld):
                 continue  # another worker took it first; try the next candidate
         return None
 
-    def _plan_claim(self, worker: str, req: ClaimWake, now: int) -> Plan:
-        def check(w: Wake) -> None:
-            if w.status is WakeStatus.CLAIMED and (w.lease_until_us or 0) >= now:
-                raise LeaseHeld(w.wake_id, w.lease_owner, w.lease_until_us)
-            if w.not_before_us > now:
-                raise LeaseHeld(w.wake_id, None, None)
-        row = self._row("wakes", "wake", req.wake_id, wake_id=req.wake_id)
-        plan, _ = self._transition(Wake, "wakes", "wake", req.wake_id, WAKE_LIFECYCLE, "claim", now,
-                                   check=check, values={
-                                       "lease_owner": worker, "attempts": row["attempts"] + 1,
-                                       "lease_until_us": now + round(req.lease_seconds * 1_000_000)},
-                                   payload={"worker": worker})
-        return plan
+    @staticmethod
+    def _replayed_only(now: int) -> Plan:
+        raise AssertionError("a known operation is answered from the ledger, never planned")
+
+    def _plan_claim(self, worker: str, req: ClaimWake, row: dict[str, Any], now: int) -> Plan:
+        """Lease the candidate ``row`` (as the due query read it) to ``worker``."""
+        attempts = int(row["attempts"]) + 1
+        return self._plan_wake_transition(worker, row, "claim", now, values={
+            "lease_owner": worker, "attempts": attempts,
+            "lease_until_us": now + round(req.lease_seconds * 1_000_000)}, payload={"worker": worker})
+
+    def _plan_wake_transition(self, actor: str, row: dict[str, Any], action: str, now: int, *,
+                              values: dict[str, Any] | None = None, extra: Sequence[Change] = (),
+                              payload: dict[str, Any] | None = None) -> Plan:
+        """One wake's lifecycle transition planned from ``row``, read once by the caller: the lifecycle,
+        then :func:`check_wake_rules`, then compare-and-set on the version read (a stale row loses)."""
+        wake = Wake.model_validate(row)
+        status = WAKE_LIFECYCLE.target(wake.wake_id, wake.status.value, action)
+        check_wake_rules(actor, action, wake, now)
+        new_values = {"status": status, **(values or {}), "updated_at_us": now}
+        updated = Wake.model_validate({**wake.model_dump(), **new_values, "version": wake.version + 1})
+        return Plan(f"wake.{action}", "wake", wake.wake_id, updated,
+                    [Update("wakes", {"wake_id": wake.wake_id}, wake.version, new_values, "wake", wake.wake_id),
+                     *extra], payload=payload or {}, base_version=wake.version,
+                    resulting_version=wake.version + 1, checks=[Check("wake", wake.wake_id, action, row)])
 
     def ack_wake(self, worker: str, wake_id: str, decision: str = "no_action", *, outcome: str | None = None,
                  op_id: str | None = None, cause: Cause | None = None, trace: TraceBody | None = None,
@@ -132,10 +199,11 @@ class WakeCalls(WorldCore):
         check_id("wake_id", wake_id)
         d = parse_enum("decision", Decision, decision)
         o = parse_enum("outcome", Outcome, outcome) if outcome is not None else _OUTCOME_OF.get(d, Outcome.ACTED)
-        wake = self._load(Wake, "wakes", "wake", wake_id, wake_id=wake_id)
+        row = self._row("wakes", "wake", wake_id, wake_id=wake_id)
+        wake = Wake.model_validate(row)
         req = build(WriteReceipt, agent_id=wake.target_agent, decision=d, outcome=o, wake_id=wake_id, **receipt)
-        return self._write("ack_wake", wake.target_agent, req,
-                           lambda now: self._plan_finish(worker, req, "ack", now, trace), Receipt, op_id=op_id,
+        return self._write("ack_wake", decided_as(worker, "ack", wake), req,
+                           lambda now: self._plan_finish(worker, req, row, "ack", now, trace), Receipt, op_id=op_id,
                            cause=cause)
 
     def cancel_wake(self, actor: str, wake_id: str, reason: str, *, outcome: str = "suppressed",
@@ -145,11 +213,13 @@ class WakeCalls(WorldCore):
         o = parse_enum("outcome", Outcome, outcome)
         if o not in (Outcome.SUPPRESSED, Outcome.CANCELLED, Outcome.DENIED):
             raise InvalidInput("outcome", "a cancelled wake's outcome is suppressed, cancelled or denied")
-        wake = self._load(Wake, "wakes", "wake", wake_id, wake_id=wake_id)
+        row = self._row("wakes", "wake", wake_id, wake_id=wake_id)
+        wake = Wake.model_validate(row)
         req = build(WriteReceipt, agent_id=wake.target_agent, decision=Decision.NO_ACTION, outcome=o,
                     wake_id=wake_id, reason=reason)
-        return self._write("cancel_wake", actor, req, lambda now: self._plan_finish(actor, req, "cancel", now),
-                           Receipt, op_id=op_id, cause=cause)
+        return self._write("cancel_wake", decided_as(actor, "cancel", wake), req,
+                           lambda now: self._plan_finish(actor, req, row, "cancel", now), Receipt, op_id=op_id,
+                           cause=cause)
 
     def write_receipt(self, actor: str, agent_id: str, decision: str, outcome: str, *,
                       op_id: str | None = None, cause: Cause | None = None, **receipt: Any) -> Receipt:
@@ -169,13 +239,10 @@ class WakeCalls(WorldCore):
     def _receipt(self, req: WriteReceipt, now: int) -> Receipt:
         return Receipt(receipt_id=self.ids.new("rcp"), created_at_us=now, **req.model_dump())
 
-    def _plan_finish(self, actor: str, req: WriteReceipt, action: str, now: int,
+    def _plan_finish(self, actor: str, req: WriteReceipt, row: dict[str, Any], action: str, now: int,
                      trace: TraceBody | None = None) -> Plan:
+        """Ack or cancel the wake ``row`` (read once by the call) and write its receipt (and trace)."""
         assert req.wake_id is not None
-
-        def check(w: Wake) -> None:
-            if action == "ack" and w.lease_owner != actor:
-                raise LeaseHeld(w.wake_id, w.lease_owner, w.lease_until_us)
         rec = self._receipt(req, now)
         inserts = [Insert("receipts", rec.model_dump(mode="json"), "receipt", f"for wake {req.wake_id}")]
         if trace is not None:
@@ -183,10 +250,9 @@ class WakeCalls(WorldCore):
                          outcome=req.outcome.value, decision=req.decision.value, finished_at_us=now,
                          latency_us=max(0, now - trace.started_at_us), version=1)
             inserts.append(Insert("traces", done.model_dump(mode="json"), "trace", req.wake_id))
-        plan, _ = self._transition(Wake, "wakes", "wake", req.wake_id, WAKE_LIFECYCLE, action, now,
-                                   check=check, extra=inserts,
-                                   payload={"decision": req.decision.value, "outcome": req.outcome.value,
-                                            "reason": req.reason, "receipt_id": rec.receipt_id})
+        plan = self._plan_wake_transition(actor, row, action, now, extra=inserts, payload={
+            "decision": req.decision.value, "outcome": req.outcome.value, "reason": req.reason,
+            "receipt_id": rec.receipt_id})
         plan.result = rec
         plan.provenance = [("wake", req.wake_id, "receipt", rec.receipt_id, "answered_by")]
         return plan
