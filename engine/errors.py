@@ -423,3 +423,20 @@ class Closed(PMWError):
 
 
 __all__ += ["Closed", "SchemaTooNew", "YamlRefused"]
+
+
+class ArtifactUnwritable(StoreUnavailable):
+    """Artifact content could not be put on disk (disk full, a read-only or missing directory, a path that
+    is a file): nothing was committed and no partial file is left. ``errno``: the OS error number."""
+
+    code = "artifact_unwritable"
+
+    def __init__(self, reason: str, errno: int | None) -> None:
+        super().__init__(f"cannot write artifact content: {reason}")
+        self.errno = errno
+
+    def details(self) -> dict[str, Any]:
+        return {"reason": self.reason, "errno": self.errno}
+
+
+__all__ += ["ArtifactUnwritable"]
