@@ -122,20 +122,30 @@ def human(value: Any, columns: Sequence[str] | None = None) -> list[str]:
     return [cell(value)]
 
 
+def printable(text: str) -> str:
+    """``text`` as it can be written to a UTF-8 stream: a lone surrogate (an echo of bad input, e.g. an
+    invalid UTF-8 byte of argv) becomes its ``\\udcxx`` escape instead of failing the write."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def emit(value: Any, *, as_json: bool, columns: Sequence[str] | None = None) -> None:
     """Print a command's result on stdout."""
     if as_json:
-        typer.echo(json.dumps(to_jsonable(value), ensure_ascii=False))
+        typer.echo(printable(json.dumps(to_jsonable(value), ensure_ascii=False)))
     else:
-        typer.echo("\n".join(human(value, columns)))
+        typer.echo(printable("\n".join(human(value, columns))))
 
 
 def report_error(exc: PMWError, *, as_json: bool) -> None:
     """Print an error on stderr: its ``to_dict()`` JSON, or ``error: message (code)``."""
     if as_json:
-        typer.echo(json.dumps(exc.to_dict(), ensure_ascii=False, default=str), err=True)
+        typer.echo(printable(json.dumps(exc.to_dict(), ensure_ascii=False, default=str)), err=True)
     else:
-        typer.echo(f"error: {exc.message} ({exc.code})", err=True)
+        typer.echo(printable(f"error: {exc.message} ({exc.code})"), err=True)
 
 
-__all__ = ["COLUMNS", "cell", "emit", "human", "record", "report_error", "table", "to_jsonable"]
+__all__ = ["COLUMNS", "cell", "emit", "human", "printable", "record", "report_error", "table", "to_jsonable"]

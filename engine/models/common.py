@@ -4,13 +4,14 @@ Limits are bytes of canonical JSON (for payloads) or UTF-8 (for text). Ids are c
 generated (``<prefix>_<26 hex digits>``); either way they match :data:`ID_PATTERN`.
 
 Every value a boundary model holds is also checked as a whole (:meth:`Model._hardened`, after the fields
-validated): integers within signed 64 bits (what both stores hold), floats finite, strings without NUL
-and encodable as UTF-8 (no lone surrogates), dicts and lists nested at most :data:`MAX_JSON_DEPTH` deep
-and holding at most :data:`MAX_VALUES` values. JSON payloads (:data:`Payload`, :data:`JsonValue`) are
-checked the same way before they are sized, so neither ``json`` nor ``orjson`` ever sees a value it
-would choke on. The walk is iterative: no input can exhaust the stack. Each refusal is a
-``PydanticCustomError`` that :func:`engine.validation.invalid_from` maps to ``InvalidInput`` naming the
-field (and the path inside it); the limits are listed in ``docs/input-limits.md``.
+validated): integers within signed 64 bits (what both stores hold), floats finite, strings without NUL,
+encodable as UTF-8 (no lone surrogates) and at most :data:`MAX_STRING_BYTES` each, dicts and lists nested
+at most :data:`MAX_JSON_DEPTH` deep and holding at most :data:`MAX_VALUES` values. JSON payloads
+(:data:`Payload`, :data:`JsonValue`) are checked the same way before they are sized, so neither ``json``
+nor ``orjson`` ever sees a value it would choke on. The walk is iterative: no input can exhaust the stack.
+Each refusal is a ``PydanticCustomError`` that :func:`engine.validation.invalid_from` maps to
+``InvalidInput`` naming the field (and the path inside it); the limits are listed in
+``docs/input-limits.md``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 MAX_JSON_DEPTH = 64  # containers nested inside one another (a flat object is depth 1)
 MAX_VALUES = 1_000_000  # values (containers, keys' values, scalars) one model field may hold
+MAX_STRING_BYTES = MAX_TEXT_BYTES  # any one string (or key) of a model, in UTF-8 bytes
 
 _PathLink = tuple[Any, Any, bool] | None  # (parent link, key, is a list index): rendered only on refusal
 
@@ -68,15 +70,20 @@ def string_problem(value: str) -> str | None:
     return found[1] if found is not None else None
 
 
-def _string_refusal(value: str) -> tuple[str, str] | None:
-    """(error type, reason) when ``value`` holds a NUL character or a lone surrogate."""
+def _string_refusal(value: str) -> tuple[str, str, dict[str, Any]] | None:
+    """(error type, reason) when ``value`` holds a NUL character or a lone surrogate, or is longer than
+    :data:`MAX_STRING_BYTES`."""
+    if len(value) > MAX_STRING_BYTES // 4 and (size := len(value.encode("utf-8", "surrogatepass"))) \
+            > MAX_STRING_BYTES:
+        return ("string_too_long", f"is {size} bytes of UTF-8; the limit for one string is {MAX_STRING_BYTES}",
+                {"size": size, "limit": MAX_STRING_BYTES})
     if "\x00" in value:
-        return "string_nul", f"contains a NUL character (\\x00) at position {value.index(chr(0))}"
+        return "string_nul", f"contains a NUL character (\\x00) at position {value.index(chr(0))}", {}
     if not value.isascii():
         try:
             value.encode("utf-8")
         except UnicodeEncodeError as exc:
-            return "string_not_utf8", f"is not valid UTF-8: a lone surrogate at position {exc.start}"
+            return "string_not_utf8", f"is not valid UTF-8: a lone surrogate at position {exc.start}", {}
     return None
 
 
@@ -97,6 +104,7 @@ def check_values(value: Any, *, field: str = "", json_only: bool = False, max_va
     * ``int_out_of_range``: an integer outside signed 64 bits (``bool`` is fine);
     * ``float_not_finite``: NaN or an infinity;
     * ``string_nul`` / ``string_not_utf8``: a NUL character or a lone surrogate, in a value or a key;
+    * ``string_too_long``: one string (or key) over :data:`MAX_STRING_BYTES` bytes of UTF-8;
     * ``json_too_deep``: dicts/lists nested deeper than :data:`MAX_JSON_DEPTH`;
     * ``json_too_large``: more than ``max_values`` values in all (shared sub-objects count each time);
     * ``json_invalid`` (only with ``json_only``): a value JSON has no type for.
@@ -113,7 +121,7 @@ def check_values(value: Any, *, field: str = "", json_only: bool = False, max_va
                           limit=max_values)
         if isinstance(item, str):
             if (refused := _string_refusal(item)) is not None:
-                raise _refuse(refused[0], _where(field, link), refused[1])
+                raise _refuse(refused[0], _where(field, link), refused[1], **refused[2])
         elif item is None or isinstance(item, bool):
             continue
         elif isinstance(item, int):
@@ -134,7 +142,7 @@ def check_values(value: Any, *, field: str = "", json_only: bool = False, max_va
                     key_link = (link, key, False)
                     if isinstance(key, str):
                         if (refused := _string_refusal(key)) is not None:
-                            raise _refuse(refused[0], _where(field, link), f"a key {refused[1]}")
+                            raise _refuse(refused[0], _where(field, link), f"a key {refused[1]}", **refused[2])
                     elif json_only and not (key is None or isinstance(key, int | float)):
                         raise _refuse("json_invalid", _where(field, link),
                                       "a key of type {type} is not JSON", type=type(key).__name__)
@@ -202,7 +210,7 @@ def _limit_text(value: str) -> str:
 
 def _safe_text(value: str) -> str:
     if (refused := _string_refusal(value)) is not None:
-        raise PydanticCustomError(refused[0], f"text {refused[1]}", {})
+        raise PydanticCustomError(refused[0], f"text {refused[1]}", refused[2])
     return value
 
 
@@ -238,7 +246,7 @@ class Model(BaseModel):
         scalars take a fast path; only a suspect string or integer, or a non-empty container, is walked."""
         for name, value in self.__dict__.items():
             if isinstance(value, str):
-                if "\x00" in value or not value.isascii():
+                if "\x00" in value or not value.isascii() or len(value) > MAX_STRING_BYTES // 4:
                     check_values(value, field=name)
             elif isinstance(value, int):
                 if not INT64_MIN <= value <= INT64_MAX:
@@ -257,6 +265,7 @@ __all__ = [
     "INT64_MIN",
     "MAX_JSON_DEPTH",
     "MAX_PAYLOAD_BYTES",
+    "MAX_STRING_BYTES",
     "MAX_TEXT_BYTES",
     "MAX_VALUES",
     "Confidence",
