@@ -33,11 +33,13 @@ MEMBERS = ("ann", "ben", "cal")
 
 
 def staff(world: World) -> World:
-    """ann opens rooms; ann, ben and cal write memory; rita reviews; oscar is an outsider."""
+    """ann opens rooms; ann, ben and cal write memory; rita reviews (a role the governor grants her: no agent
+    takes a privileged role itself); oscar is an outsider."""
     add_agent(world, "ann", ["room.open", "memory.write"])
     add_agent(world, "ben", ["memory.write"])
     add_agent(world, "cal", ["memory.write"])
-    add_agent(world, "rita", ["memory.review"], role="reviewer")
+    add_agent(world, "rita", ["memory.review"])
+    world.grant("gov", "rita", role_id="reviewer")
     add_agent(world, "oscar", ["memory.write"])
     return world
 
@@ -68,6 +70,7 @@ def sees_answer(world: World, reader: str, memory_id: str) -> bool:
 
 def test_the_full_lifecycle_create_join_discuss_commit_distill_leave_close(team: World) -> None:
     room = team.create_room("ann", "is the report right?", members=["ben"], stop_condition="answers:all|idle:3600")
+    team.invite_to_room("ann", room.room_id, "cal")  # joining needs an invitation
     team.join_room("cal", room.room_id)
     said = team.discuss("ann", room.room_id, "answer blind first", payload={"round": 1})
     assert [(m.sender, m.body, m.payload) for m in team.room_discussion(room.room_id, actor="cal")] == [
@@ -186,6 +189,7 @@ def test_after_the_reveal_a_late_joiner_cannot_answer_anchored(team: World) -> N
     room = team.create_room("ann", "closed round", members=["ben"])
     team.commit_answer("ann", room.room_id, "a")
     assert team.commit_answer("ben", room.room_id, "b").revealed
+    team.invite_to_room("ben", room.room_id, "cal")  # a member invites
     team.join_room("cal", room.room_id)
     assert len(team.room_answers(room.room_id, actor="cal")) == 2  # a joiner sees the revealed round
     before = team.state_image()

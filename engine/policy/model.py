@@ -6,6 +6,7 @@ SQL (``store.plan_sql``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -14,7 +15,20 @@ from pydantic import Field
 from engine.models.common import Model
 
 KINDS = ("agent", "state", "task", "artifact", "memory", "wake", "handoff", "receipt", "room", "topology",
-         "channel", "message", "approval", "tool")
+         "channel", "message", "approval", "tool", "event")
+
+GOVERNOR_ROLE = "governor"
+# Event types that change the controller's decisions -> the workspace roles that may append them. The policy
+# decides who may append (``policies/_authority/authority.yaml``, constant ``decision_events``: the same
+# table); the controller's inputs check it again (``engine.controller.facts``), so a decision event from
+# anyone else is ignored even if it reached the log.
+DECISION_EVENTS: Mapping[str, frozenset[str]] = {
+    "conflict.resolved": frozenset({GOVERNOR_ROLE, "moderator"}),
+    "review.done": frozenset({GOVERNOR_ROLE, "reviewer"}),
+}
+# The payload field in which ``append_event`` records the appender's workspace role on a decision event
+# (set by the runtime from the agent's row; an agent that supplies it is refused).
+ACTOR_ROLE_FIELD = "actor_role"
 
 
 class CapabilityClass(StrEnum):
@@ -29,21 +43,24 @@ _MUTATIONS: dict[str, tuple[str, ...]] = {
     "state": ("write",),
     "task": ("create", "assign", "claim", "complete", "fail", "release", "abort"),
     "artifact": ("create", "version"),
-    "memory": ("create", "propose", "review", "promote", "reject", "archive", "reopen", "supersede", "revoke"),
+    "memory": ("create", "propose", "review", "promote", "reject", "archive", "reopen", "supersede", "revoke",
+               "break_glass"),
     "wake": ("enqueue", "claim", "ack", "cancel"),
     "handoff": ("create", "accept", "complete", "reject"),
     "receipt": ("create",),
-    "room": ("create", "join", "leave", "close", "discuss", "answer", "distill"),
+    "room": ("create", "join", "leave", "close", "discuss", "answer", "distill", "invite"),
     "topology": ("write",),
     "channel": ("send",),
     "message": ("claim", "ack"),
     "approval": ("request", "approve"),
     "tool": (),
+    "event": ("append",),
 }
+_UNREAD = frozenset({"tool", "event"})  # kinds with no read action (an event is read through the log)
 _INVOKABLE = frozenset({"state", "artifact", "memory", "tool"})
 
 ACTIONS: dict[str, dict[str, CapabilityClass]] = {
-    kind: {**({} if kind == "tool" else {"read": CapabilityClass.READ}),
+    kind: {**({} if kind in _UNREAD else {"read": CapabilityClass.READ}),
            **({"invoke": CapabilityClass.INVOKE} if kind in _INVOKABLE else {}),
            **dict.fromkeys(mutations, CapabilityClass.MUTATE)}
     for kind, mutations in _MUTATIONS.items()
@@ -99,5 +116,5 @@ class PlanFilter(Model):
     epoch: str | None = None
 
 
-__all__ = ["ACTIONS", "KINDS", "CapabilityClass", "Decision", "PlanExpression", "PlanFilter", "PlanOperand",
-           "PlanValue", "PlanVariable", "PrincipalRef", "ResourceRef"]
+__all__ = ["ACTIONS", "ACTOR_ROLE_FIELD", "DECISION_EVENTS", "GOVERNOR_ROLE", "KINDS", "CapabilityClass", "Decision",
+           "PlanExpression", "PlanFilter", "PlanOperand", "PlanValue", "PlanVariable", "PrincipalRef", "ResourceRef"]

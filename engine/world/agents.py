@@ -33,6 +33,7 @@ class Grant(Model):
     capabilities: list[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_.:\-]{0,99}$")]] | None = Field(
         default=None, max_length=256)
     clearance: int | None = Field(default=None, ge=0, le=5)
+    role_id: Id | None = None
 
 
 class SessionChange(Model):
@@ -59,6 +60,12 @@ class AgentCalls(WorldCore):
         ``term_key``. The new session is ``attached``; :meth:`activate_session` claims the terminal's active
         role. Profiles given explicitly change the agent's authority (a ``grant``: governors only); left
         out, a known agent keeps what it was granted.
+
+        Roles are granted, never self-taken: the policy lets an agent register itself (``agent:register``)
+        only with its current role or one that carries no authority (``privileged_roles`` in
+        ``policies/_authority/authority.yaml``: governor, reviewer, moderator); a governor (``actor=``)
+        registers anyone with any role. Changing a known agent's ``role_id`` is also a ``grant``. A
+        refusal is ``PolicyDenied`` and writes nothing but the denial record.
         """
         req = build(RegisterAgent, agent_id=agent_id, display_name=display_name, role_id=role_id,
                     term_key=term_key, session_id=session_id, model_hint=model_hint, platform=platform,
@@ -93,7 +100,8 @@ class AgentCalls(WorldCore):
         changes.append(Insert("sessions", session.model_dump(mode="json"), "session", sid))
         row = agent.model_dump(mode="json")
         checks = [Check("agent", req.agent_id, "register", row)]  # a (re)registration: decided as attached
-        if (caps, perms) != (old["capability_profile"], old["permission_profile"]):
+        role_changed = existing is not None and existing["role_id"] != req.role_id
+        if role_changed or (caps, perms) != (old["capability_profile"], old["permission_profile"]):
             checks.append(Check("agent", req.agent_id, "grant", row))  # authority is granted, never self-taken
         return Plan(event, "agent", req.agent_id, Registration(agent=agent, session=session), changes,
                     payload={"session_id": sid, "term_key": req.term_key},
@@ -117,9 +125,12 @@ class AgentCalls(WorldCore):
                            decided=False)
 
     def grant(self, actor: str, agent_id: str, *, capabilities: list[str] | None = None,
-              clearance: int | None = None, op_id: str | None = None, cause: Cause | None = None) -> Agent:
-        """Set an agent's maximum capabilities and/or clearance (policy action ``agent:grant``: governors)."""
-        req = build(Grant, agent_id=agent_id, capabilities=capabilities, clearance=clearance)
+              clearance: int | None = None, op_id: str | None = None, cause: Cause | None = None,
+              role_id: str | None = None) -> Agent:
+        """Set an agent's maximum capabilities, clearance and/or workspace role (policy action
+        ``agent:grant``: governors only). ``role_id`` is how an agent gets a privileged role (governor,
+        reviewer, moderator): it can never register itself with one."""
+        req = build(Grant, agent_id=agent_id, capabilities=capabilities, clearance=clearance, role_id=role_id)
 
         def plan(now: int) -> Plan:
             row = self._row("agents", "agent", agent_id, agent_id=agent_id)
@@ -129,13 +140,15 @@ class AgentCalls(WorldCore):
                 caps["capabilities"] = sorted(set(req.capabilities))
             if req.clearance is not None:
                 perms["clearance"] = req.clearance
-            values = {"capability_profile": caps, "permission_profile": perms}
+            values: dict[str, Any] = {"capability_profile": caps, "permission_profile": perms}
+            payload: dict[str, Any] = {"capabilities": caps.get("capabilities"), "clearance": perms.get("clearance")}
+            if req.role_id is not None:
+                values["role_id"] = payload["role_id"] = req.role_id
             agent = Agent.model_validate({**row, **values, "version": row["version"] + 1})
             return Plan("agent.granted", "agent", agent_id, agent,
                         [Update("agents", {"agent_id": agent_id}, row["version"], values, "agent", agent_id)],
-                        payload={"capabilities": caps.get("capabilities"), "clearance": perms.get("clearance")},
-                        base_version=row["version"], resulting_version=agent.version,
-                        checks=[Check("agent", agent_id, "grant", row)])
+                        payload=payload, base_version=row["version"], resulting_version=agent.version,
+                        checks=[Check("agent", agent_id, "grant", agent.model_dump(mode="json"))])
         return self._write("grant", actor, req, plan, Agent, op_id=op_id, cause=cause)
 
     def resolve_target(self, target: Target | str) -> list[Session]:

@@ -1,6 +1,10 @@
-"""Rooms: create -> join -> discuss -> commit -> distill -> leave -> close (``docs/rooms.md``).
+"""Rooms: create -> (invite) -> join -> discuss -> commit -> distill -> leave -> close (``docs/rooms.md``).
 
-Joining a room shares the room's memory, never permissions. Blind answers (commit) live in
+Joining a room shares the room's memory, never permissions, and needs an invitation: the members named at
+creation are seated at once; anyone else is invited (a ``room_members`` row that is not active and has not
+left) by a member, the opener or a moderator, or holds the capability the room policy names
+(``room.join_any``). Only a member leaves itself; a moderator (or a governor) removes another member, and
+the removal is its own event (``room.member_removed``: who removed whom). Blind answers (commit) live in
 :mod:`engine.world.room_answers`; distilling turns room memory into a shared *candidate*, which only the
 memory review path makes shared; a sweep closes rooms whose stop condition holds (zombie rooms).
 """
@@ -11,7 +15,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from engine.errors import IllegalTransition, InvalidInput, NotFound, NotPermitted, VersionConflict
+from engine.errors import AlreadyExists, IllegalTransition, InvalidInput, NotFound, NotPermitted, VersionConflict
 from engine.models.common import Confidence, Id, Model, Payload, Refs, Text, TimeUs
 from engine.models.memory import EpistemicType, Memory, MemoryScope, MemoryStatus
 from engine.models.rooms import (
@@ -32,7 +36,24 @@ from store import Change, Insert, Update
 MAX_ROOM_MEMBERS = 256
 MAX_DISCUSSION = 1000
 # What counts as activity for ``idle:<seconds>`` (a denied attempt by an outsider keeps no room alive).
-ROOM_ACTIVITY = ("room.opened", "room.joined", "room.left", "room.discussed", "room.answered", "room.distilled")
+ROOM_ACTIVITY = ("room.opened", "room.invited", "room.joined", "room.left", "room.member_removed", "room.discussed",
+                 "room.answered", "room.distilled")
+
+
+def membership_of(row: dict[str, Any] | None) -> str:
+    """An agent's membership of a room from its ``room_members`` row: ``none`` (no row), ``active``,
+    ``invited`` (a row that is not active and has not left: an invitation not yet taken up) or ``left``
+    (left or removed; a new invitation is needed to come back)."""
+    if row is None:
+        return "none"
+    if row["active"]:
+        return "active"
+    return "invited" if row["left_at_us"] is None else "left"
+
+
+def membership_check(action: str, room_row: dict[str, Any], agent_id: str, membership: str) -> Check:
+    """The policy question for a membership action: the room, the agent acted on and its membership."""
+    return Check("room", str(room_row["room_id"]), action, {**room_row, "member": agent_id, "membership": membership})
 
 
 class OpenRoom(Model):
@@ -113,9 +134,39 @@ class RoomCalls(RoomAnswerCalls):
         m = RoomMember(room_id=room_id, agent_id=agent_id, active=True, joined_at_us=now, version=1)
         return Insert("room_members", m.model_dump(mode="json"), "room_member", f"{room_id}/{agent_id}")
 
+    def invite_to_room(self, actor: str, room_id: str, agent_id: str, *, op_id: str | None = None,
+                       cause: Cause | None = None) -> RoomMember:
+        """Invite ``agent_id`` to an open room (policy ``room:invite``: its active members, its opener, a
+        moderator or a governor). The invitation is a membership row that is not active (``joined_at_us``:
+        when it was written; ``left_at_us`` empty) and lets the invitee :meth:`join_room` itself. Raises
+        ``AlreadyExists`` if the agent is a member or invited already, ``NotFound`` for an unknown room or
+        agent, ``IllegalTransition`` on a closed room; nothing is written then."""
+        req = build(RoomAction, room_id=room_id, action="invite", agent_id=agent_id)
+
+        def plan(now: int) -> Plan:
+            room_row = self._row("rooms", "room", room_id, room_id=room_id)
+            ROOM_LIFECYCLE.target(room_id, str(room_row["status"]), "join")  # only an open room takes anyone in
+            self._row("agents", "agent", req.agent_id, agent_id=req.agent_id)
+            row = self.store.read.get("room_members", room_id=room_id, agent_id=req.agent_id)
+            state = membership_of(row)
+            if state in ("active", "invited"):
+                raise AlreadyExists("room_invitation", f"{room_id}/{req.agent_id}")
+            member = RoomMember(room_id=room_id, agent_id=req.agent_id, active=False, joined_at_us=now,
+                                version=row["version"] + 1 if row else 1)
+            change: Change = Insert("room_members", member.model_dump(mode="json"), "room_member",
+                                    f"{room_id}/{req.agent_id}") if row is None else Update(
+                "room_members", {"room_id": room_id, "agent_id": req.agent_id}, row["version"],
+                {"active": False, "joined_at_us": now, "left_at_us": None}, "room_member", f"{room_id}/{req.agent_id}")
+            return Plan("room.invited", "room", room_id, member, [change],
+                        payload={"agent_id": req.agent_id, "invited_by": actor},
+                        checks=[membership_check("invite", room_row, req.agent_id, state)])
+        return self._write("invite_to_room", actor, req, plan, RoomMember, op_id=op_id, cause=cause)
+
     def join_room(self, actor: str, room_id: str, *, agent_id: str | None = None, op_id: str | None = None,
                   cause: Cause | None = None) -> RoomMember:
-        """``agent_id`` (default: ``actor``) joins an open room (or rejoins after leaving)."""
+        """``agent_id`` (default: ``actor``) joins an open room. The policy decides on the agent's membership
+        (``room:join``): an agent joins itself when invited (or holding ``room.join_any``); the opener, a
+        moderator or a governor seats another agent. Leaving ends an invitation: coming back needs a new one."""
         req = build(RoomAction, room_id=room_id, action="join", agent_id=agent_id or actor)
 
         def plan(now: int) -> Plan:
@@ -129,13 +180,17 @@ class RoomCalls(RoomAnswerCalls):
                 "room_members", {"room_id": room_id, "agent_id": req.agent_id}, row["version"],
                 {"active": True, "joined_at_us": now, "left_at_us": None}, "room_member", f"{room_id}/{req.agent_id}")
             return Plan("room.joined", "room", room_id, member, [change], payload={"agent_id": req.agent_id},
-                        checks=[Check("room", room_id, "join", room.model_dump(mode="json"))])
+                        checks=[membership_check("join", room.model_dump(mode="json"), req.agent_id,
+                                                 membership_of(row))])
         return self._write("join_room", actor, req, plan, RoomMember, op_id=op_id, cause=cause)
 
     def leave_room(self, actor: str, room_id: str, *, agent_id: str | None = None, op_id: str | None = None,
                    cause: Cause | None = None) -> RoomMember:
-        """``agent_id`` (default: ``actor``) leaves. In a blind round, if everyone still present has
-        answered, the leave reveals the answers (in the same transaction)."""
+        """``agent_id`` (default: ``actor``) leaves. Only a member leaves itself; removing another member
+        is for a moderator or a governor (policy ``room:leave`` on the member) and is recorded as
+        ``room.member_removed`` (payload: who was removed, by whom) instead of ``room.left``. In a blind
+        round, if everyone still present has answered, the leave reveals the answers (in the same
+        transaction)."""
         req = build(RoomAction, room_id=room_id, action="leave", agent_id=agent_id or actor)
 
         def plan(now: int) -> Plan:
@@ -146,11 +201,13 @@ class RoomCalls(RoomAnswerCalls):
             room_row = self._row("rooms", "room", room_id, room_id=room_id)
             member = RoomMember.model_validate({**row, "active": False, "left_at_us": now,
                                                 "version": row["version"] + 1})
-            return Plan("room.left", "room", room_id, member, [Update(
+            removal = req.agent_id != actor
+            return Plan("room.member_removed" if removal else "room.left", "room", room_id, member, [Update(
                 "room_members", {"room_id": room_id, "agent_id": req.agent_id}, row["version"],
                 {"active": False, "left_at_us": now}, "room_member", f"{room_id}/{req.agent_id}"),
                 *self._blind_round_on_leave(room_row, req.agent_id, now)],
-                payload={"agent_id": req.agent_id}, checks=[Check("room", room_id, "leave", room_row)])
+                payload={"agent_id": req.agent_id, **({"removed_by": actor} if removal else {})},
+                checks=[membership_check("leave", room_row, req.agent_id, "active")])
         return self._write("leave_room", actor, req, plan, RoomMember, op_id=op_id, cause=cause)
 
     def close_room(self, actor: str, room_id: str, *, op_id: str | None = None, cause: Cause | None = None) -> Room:

@@ -12,6 +12,7 @@ from engine.models.events import Event
 from engine.models.state import StateEntry, StateKey
 from engine.policy.attributes import GOVERNOR_ROLE
 from engine.policy.enforcement import Check
+from engine.policy.model import ACTOR_ROLE_FIELD, DECISION_EVENTS
 from engine.validation import build
 from engine.world.core import Cause, Plan, WorldCore
 from store import Insert, Update
@@ -81,15 +82,30 @@ class StateCalls(WorldCore):
     def append_event(self, actor: str, event_type: str, payload: dict[str, Any] | None = None, *,
                      subject_kind: str = "world", subject_id: str = "world", op_id: str | None = None,
                      cause: Cause | None = None) -> EventRef:
-        """Append an event that changes no state (a message posted, a conflict raised, an approval)."""
+        """Append an event that changes no state (a message posted, a conflict raised, an approval).
+
+        The policy decides the event type (``event:append`` on the type): most types need ``state.write``;
+        a decision event (``DECISION_EVENTS``: ``conflict.resolved``, ``review.done``), which changes the
+        controller's decisions, only the workspace roles the policy names for it. On a decision event the
+        runtime records the appender's role in the payload (``actor_role``, from its row), which the
+        controller checks again; a payload that brings its own ``actor_role`` is ``InvalidInput``."""
         req = build(AppendEvent, event_type=event_type, subject_kind=subject_kind, subject_id=subject_id,
                     payload=payload or {})
+        decision = req.event_type in DECISION_EVENTS
+        if decision and ACTOR_ROLE_FIELD in req.payload:
+            raise InvalidInput(f"payload.{ACTOR_ROLE_FIELD}", "is recorded by the runtime, never given")
         event_id = self.ids.new("evt")
-        return self._write("append_event", actor, req, lambda now: Plan(
-            req.event_type, req.subject_kind, req.subject_id,
-            EventRef(event_id=event_id, event_type=req.event_type, created_at_us=now),
-            payload=req.payload, checks=[Check("state", f"log:{req.event_type}", "write")]),
-            EventRef, op_id=op_id, cause=cause, event_id=event_id)
+
+        def plan(now: int) -> Plan:
+            body = req.payload
+            if decision:
+                row = self.store.read.get("agents", agent_id=actor)
+                body = {**body, ACTOR_ROLE_FIELD: str(row["role_id"]) if row is not None else ""}
+            return Plan(req.event_type, req.subject_kind, req.subject_id,
+                        EventRef(event_id=event_id, event_type=req.event_type, created_at_us=now),
+                        payload=body, checks=[Check("event", req.event_type, "append",
+                                                    {"event_type": req.event_type})])
+        return self._write("append_event", actor, req, plan, EventRef, op_id=op_id, cause=cause, event_id=event_id)
 
     def events(self, after_seq: int = 0, limit: int = 100, *, newest: bool = False,
                actor: str | None = None) -> list[Event]:

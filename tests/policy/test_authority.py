@@ -83,7 +83,7 @@ def test_private_memory_never_appears_in_another_agents_projection(pdp_client: C
                 add_agent(world, agent, ["memory.write", "room.open", "memory.invoke"], clearance=5)
             rooms = [world.create_room("a", f"room {i}").room_id for i in range(2)]
             for agent, room in joins:
-                world.join_room(agent, rooms[room])  # rejoining is allowed; "a" opened both
+                world.join_room("a", rooms[room], agent_id=agent)  # "a" opened both: it seats anyone, again
             private = {world.store_memory(owner, f"secret of {owner}", "inference").memory_id: owner
                        for owner in notes}
             for viewer in ("a", "b", "c"):

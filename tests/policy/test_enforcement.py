@@ -128,6 +128,7 @@ def test_join_never_merges_permissions(team: World) -> None:
     add_agent(team, "bob", ["memory.write"], clearance=3)
     secret = team.store_memory("alice", "the secret", "verified_fact")
     room = team.create_room("alice", "work together")
+    team.invite_to_room("alice", room.room_id, "bob")  # joining needs an invitation
     team.join_room("bob", room.room_id)
     assert secret.memory_id not in team.project_world("bob").memory_ids()
     with pytest.raises(PolicyDenied):
