@@ -79,8 +79,10 @@ def test_allowed_lists_every_action_allowed_or_denied(pmw: Pmw) -> None:
     pmw.ok("tasks", "create", "Mine", "--id", "t1", actor="alice")
     mine = pmw.js("allowed", "task", "t1", actor="alice")
     assert (mine["kind"], mine["id"], mine["policy_epoch"]) == ("task", "t1", pmw.pdp.epoch)
-    assert {"read", "abort", "release", "claim"} <= set(mine["allowed"])
-    assert {"assign", "complete"} <= set(mine["denied"])  # no task.assign; not the assignee
+    assert {"read", "abort", "claim"} <= set(mine["allowed"])
+    assert {"assign", "complete", "release"} <= set(mine["denied"])  # no task.assign; not claimed; still open
+    assert (mine["refused"]["assign"], mine["refused"]["complete"], mine["refused"]["release"]) == (
+        "policy", "illegal_transition", "illegal_transition")
     assert sorted(mine["allowed"] + mine["denied"]) == sorted(
         ["read", "create", "assign", "claim", "complete", "fail", "release", "abort"])
     assert "owner" in mine["derived_roles"]
@@ -91,7 +93,7 @@ def test_allowed_lists_every_action_allowed_or_denied(pmw: Pmw) -> None:
     assert json.loads(local.stdout) == theirs
     human = pmw.ok("allowed", "task", "t1", actor="bob")
     assert human.splitlines()[0].startswith(f"task t1  (policy epoch {pmw.pdp.epoch}")
-    assert [line.split() for line in human.splitlines()[1:3]] == [["read", "allow"], ["create", "deny"]]
+    assert [line.split()[:3] for line in human.splitlines()[1:3]] == [["read", "allow"], ["create", "deny", "policy:"]]
     before = counts(pmw.db_url)
     pmw.ok("allowed", "task", "t1", actor="bob")
     assert counts(pmw.db_url) == before  # asking is not a denial: nothing is recorded

@@ -46,12 +46,19 @@ def objects_of(kind: str | None, ident: str | None, each: list[str] | None) -> l
 
 
 def allowed_lines(decision: AllowedActions) -> list[str]:
-    """One object's decisions for humans: a header, then every action of its kind with allow or deny."""
+    """One object's decisions for humans: a header, then every action of its kind with allow, or deny and
+    why (``illegal_transition``, ``not_assignee`` or ``policy``, and the error the call would raise)."""
     allowed = set(decision.allowed)
     roles = ", ".join(decision.derived_roles) or "-"
     lines = [f"{decision.kind} {decision.id}  (policy epoch {decision.policy_epoch}; derived roles: {roles})"]
     width = max((len(a) for a in ACTIONS[decision.kind]), default=6)
-    lines += [f"  {action:<{width}}  {'allow' if action in allowed else 'deny'}" for action in ACTIONS[decision.kind]]
+    for action in ACTIONS[decision.kind]:
+        if action in allowed:
+            lines.append(f"  {action:<{width}}  allow")
+        else:
+            reason = decision.refused.get(action)
+            why = f"  {reason.value}: {decision.why.get(action, '')}" if reason is not None else ""
+            lines.append(f"  {action:<{width}}  deny{why}")
     return lines
 
 
@@ -74,7 +81,9 @@ def allowed(
     as_json: Annotated[bool, typer.Option("--json", help="The decisions as JSON (as the global --json).")] = False,
 ) -> None:
     """Every action of KIND on ID that the acting agent may or may not take (or, with --each, of many
-    objects at once), under the current policy epoch."""
+    objects at once), under the current policy epoch; each denied action says why: illegal_transition
+    (the object's status forbids it), not_assignee (another party must take it) or policy (the PDP
+    denies it)."""
     with invocation(ctx, acting=True, as_json=as_json) as run:
         objects = objects_of(kind, ident, each)
         if each:
