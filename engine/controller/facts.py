@@ -13,12 +13,21 @@ Every fact is a flat JSON object with an explicit ``id`` (unique in its world), 
 * **Transient facts** live only during one call: ``event`` (the observed World event) and
   ``wake_candidate`` (a proposed wake, posted by targeting actions and consumed by the storm rules).
 
+**Decision events** (``DECISION_EVENTS``: a conflict resolved, a review done) change what the controller
+decides, so the controller checks them as its input, independently of the policy that let them into the
+log: each must carry the appender's workspace role as the runtime recorded it (payload ``actor_role``)
+and that role must be one the table allows for the type. A decision event that fails is **ignored as a
+fact**: its event fact has ``type: refused``, the original type in ``refused`` and the reason in
+``reason``, and no payload fields, so no rule keyed on the type (or its payload) fires; the world facts
+it would have changed stay (:func:`decision_refusal`, used by ``engine.runloop.world_facts`` too).
+
 Values are JSON scalars (string, integer, float, boolean); absent optional fields are left out, so a rule
 tests them with ``exists``.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -27,6 +36,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.errors import InvalidInput
 from engine.models.common import ID_PATTERN
+from engine.policy.model import ACTOR_ROLE_FIELD, DECISION_EVENTS
+
+log = logging.getLogger("pmw.controller")
 
 Scalar = str | int | float | bool
 Fact = dict[str, Any]
@@ -179,6 +191,8 @@ class EventFact(FactModel):
     depth: int
     origin: int
     now: int
+    refused: str | None = None  # a decision event the controller ignores: its type (``type`` is "refused")
+    reason: str | None = None   # ... and why
 
 
 class WakeCandidateFact(FactModel):
@@ -305,9 +319,26 @@ def read_event(event: Mapping[str, Any]) -> ObservedEvent:
         raise InvalidInput(f"event.{where}", str(first["msg"])) from exc
 
 
+def decision_refusal(event_type: str, actor: str, payload: Mapping[str, Any]) -> str | None:
+    """Why the controller must ignore this event as a decision (``None``: it is no decision event, or one
+    appended by a role the table allows for its type)."""
+    allowed = DECISION_EVENTS.get(event_type)
+    if allowed is None:
+        return None
+    role = payload.get(ACTOR_ROLE_FIELD)
+    if not isinstance(role, str) or not role:
+        return f"{event_type} by {actor} carries no role recorded by the runtime"
+    if role not in allowed:
+        return f"{event_type} by {actor} (role {role}): only {', '.join(sorted(allowed))} may decide it"
+    return None
+
+
 def event_fact(event: ObservedEvent) -> Fact:
     """The transient ``event`` fact: normalised fields plus the payload's scalar top-level values as
-    ``payload.<name>`` (other values, and names that are not identifiers, are left out)."""
+    ``payload.<name>`` (other values, and names that are not identifiers, are left out). A decision event
+    that :func:`decision_refusal` refuses becomes ``type: refused`` with ``refused`` (its type) and
+    ``reason``, and carries no payload fields: it is ignored as a decision."""
+    refusal = decision_refusal(event.event_type, event.actor_id, event.payload)
     fact: Fact = {
         "id": f"ev:{event.seq}", "kind": "event", "key": event.subject_id, "seq": event.seq,
         "type": event.event_type, "actor": event.actor_id, "subject": event.subject_id,
@@ -316,6 +347,10 @@ def event_fact(event: ObservedEvent) -> Fact:
     }
     if event.causation_id is not None:
         fact["cause"] = event.causation_id
+    if refusal is not None:
+        log.warning("controller ignores event %s as a decision: %s", event.seq, refusal)
+        fact.update(type="refused", refused=event.event_type, reason=refusal)
+        return fact
     added = 0
     for name, value in event.payload.items():
         if added == MAX_PAYLOAD_FIELDS:
@@ -337,6 +372,7 @@ __all__ = [
     "FactModel",
     "ObservedEvent",
     "Scalar",
+    "decision_refusal",
     "event_fact",
     "fact_hash",
     "field_allowed",

@@ -18,6 +18,10 @@ the event.
 | traces               | ``context`` (valid until the run's end + the context TTL)  |
 | ``claim.asserted``   | ``claim`` (term, value, claim id)                          |
 | ``conflict.resolved``| the term's claims are retracted                            |
+
+A decision event (``conflict.resolved``) changes facts only when the controller accepts it as a decision:
+appended by a role allowed to decide it, as the runtime recorded (``engine.controller.facts
+.decision_refusal``); otherwise it is ignored and the claims stay.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from engine.controller.facts import FACT_ID_PATTERN, Fact
+from engine.controller.facts import FACT_ID_PATTERN, Fact, decision_refusal
 
 CONTEXT_TTL_US = 15 * 60 * 1_000_000  # a rehydrated context is trusted for 15 minutes of world time
 _SAFE = re.compile(FACT_ID_PATTERN)
@@ -155,7 +159,8 @@ def fact_changes(event: Mapping[str, Any], known: Mapping[str, Fact]) -> tuple[l
             claim = payload.get("claim")
             delta.upsert(safe_id("claim", term, str(event["actor_id"])), "claim", term, agent=event["actor_id"],
                          value=payload["value"], claim=str(claim) if claim is not None else str(event["event_id"]))
-        elif event["event_type"] == "conflict.resolved":
+        elif event["event_type"] == "conflict.resolved" and decision_refusal(
+                "conflict.resolved", str(event["actor_id"]), payload) is None:
             for fid, fact in known.items():
                 if fact.get("kind") == "claim" and fact.get("key") == term:
                     delta.retract(fid)

@@ -106,7 +106,8 @@ def test_resolution_leaves_and_closes_the_room_without_rejoining(make_controller
     ctl.rebuild([{"id": "claim:x:A", "kind": "claim", "key": "x", "agent": "A", "value": 1, "claim": "st_1"}])
     ctl.observe(event(1, "B", event_type="claim.asserted", subject="x",
                       payload={"term": "x", "value": 2, "claim": "st_2"}))
-    decisions = ctl.observe(event(2, "G", event_type="conflict.resolved", subject="x", payload={"term": "x"}))
+    decisions = ctl.observe(event(2, "G", event_type="conflict.resolved", subject="x",
+                                  payload={"term": "x", "actor_role": "governor"}))  # as the runtime records it
     [leave] = [d for d in decisions if isinstance(d, TopologyProposal)]
     assert (leave.op, leave.room, leave.close, leave.agents) == (TopologyOp.LEAVE, "conflict-x", True, ("A", "B"))
     assert not {"contest:x", "conflict_room:x"} & {f["id"] for f in ctl.facts()}

@@ -84,21 +84,24 @@ def test_mvp07_contradicting_claims_are_contested_and_neither_is_overwritten(pwo
 
 # -- MVP 10 -----------------------------------------------------------------------------------------------
 
-def resolve(agent: Agent, view: WorldView, wake: Wake) -> AgentDecision | None:
-    """In the conflict room, A settles the term (after saying why)."""
+def argue(agent: Agent, view: WorldView, wake: Wake) -> AgentDecision | None:
+    """In the conflict room, A says why the term should be settled (the governor settles it)."""
     if wake.cause != "room_member" or not any(r.room_id == ROOM and r.status.value == "open" for r in view.rooms):
         return None
-    return act(Discuss(room_id=ROOM, body="the board moved it to the 10th"),
-               AppendEvent(event_type="conflict.resolved", payload={"term": TERM, "value": "2026-03-10"}))
+    return act(Discuss(room_id=ROOM, body="the board moved it to the 10th"))
 
 
 def test_mvp10_a_conflict_opens_a_room_joins_both_agents_and_closes_it_when_resolved(pworld: World) -> None:
     """MVP test 10 (topology change: conflict -> join -> leave): the open contest that needs a decision makes
     the controller open a room for it with both agents (the controller convenes and leaves); the room's
-    opening wakes them as members; A resolves the term in the room (``conflict.resolved``); the controller
-    then closes the room, every member leaving in the same transaction, and forgets the contest and the
-    claims. The room's events, versions and memberships say so."""
-    runner = contradicting_claims(pworld, resolver=resolve)
+    opening wakes them as members; A argues in the room; the human governor resolves the term
+    (``conflict.resolved``: a party to the conflict may not, ``tests/security/``); the controller then closes
+    the room, every member leaving in the same transaction, and forgets the contest and the claims. The
+    room's events, versions and memberships say so."""
+    runner = contradicting_claims(pworld, resolver=argue)
+    runner.run_until_quiet(max_rounds=30)
+    assert pworld.get_room(ROOM, actor=GOV).status.value == "open"  # nobody has decided yet
+    pworld.append_event(GOV, "conflict.resolved", {"term": TERM, "value": "2026-03-10"})
     runner.run_until_quiet(max_rounds=30)
 
     topology = controller_decisions(pworld, "topology")
@@ -119,7 +122,7 @@ def test_mvp10_a_conflict_opens_a_room_joins_both_agents_and_closes_it_when_reso
     room_wakes = sorted(w.target_agent for w in wakes_of(pworld) if w.cause == "room_member")
     assert room_wakes == ["a", "b"]
     (resolved,) = events_of(pworld, "conflict.resolved")
-    assert resolved.actor_id == "a"
+    assert resolved.actor_id == GOV
     closed = events_of(pworld, "room.closed")[0]
     assert closed.seq > resolved.seq and closed.causation_id == resolved.event_id
     assert facts(pworld, "contest") == [] and facts(pworld, "conflict_room") == []
@@ -182,8 +185,8 @@ def test_mvp08_answers_are_committed_blind_and_revealed_only_when_everyone_has_c
 # -- MVP 9 ------------------------------------------------------------------------------------------------
 
 def test_mvp09_joining_a_room_shares_its_memory_but_never_a_secret_or_a_permission(pworld: World) -> None:
-    """MVP test 9 (permission-preserving join): Lo (clearance 0, no memory.write) joins Hi's room through its
-    worker. The join wakes Hi, who welcomes Lo; that wakes Lo as a member. Lo now sees the room's ordinary
+    """MVP test 9 (permission-preserving join): Lo (clearance 0, no memory.write), invited by Hi, joins Hi's room
+    through its worker. The join wakes Hi, who welcomes Lo; that wakes Lo as a member. Lo now sees the room's ordinary
     memory, but not the room note marked sensitivity 3 (above its clearance) nor Hi's private memory; its
     authority is unchanged (it still may not write memory: ``denied`` receipt), and reading the secret is
     denied by the PDP."""
@@ -191,6 +194,7 @@ def test_mvp09_joining_a_room_shares_its_memory_but_never_a_secret_or_a_permissi
     add_agent(pworld, "lo", ["state.write"])
     pworld.create_room(GOV, "operations", members=["hi"], room_id="ops")
     pworld.leave_room(GOV, "ops")
+    pworld.invite_to_room("hi", "ops", "lo")                                # joining needs an invitation
     plain = pworld.store_memory("hi", "deploys happen at 17:00", "observation", scope="room", room_id="ops")
     secret = pworld.store_memory("hi", "the HSM recovery code is in safe 2", "observation", scope="room",
                                  room_id="ops", permission_scope={"sensitivity": 3})

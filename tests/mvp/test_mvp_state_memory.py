@@ -140,7 +140,8 @@ def test_mvp06_a_candidate_memory_is_not_a_shared_fact_before_review(pworld: Wor
     at all). After promotion it is a shared fact in Bob's view."""
     add_agent(pworld, "alice", ["state.write", "memory.write"])
     add_agent(pworld, "bob", ["state.write"])
-    add_agent(pworld, "rita", ["memory.review"], role="reviewer")
+    add_agent(pworld, "rita", ["memory.review"])
+    pworld.grant(GOV, "rita", role_id="reviewer")  # a privileged role: the governor grants it
     views: dict[str, list[WorldView]] = {"alice": [], "bob": [], "rita": []}
 
     def record(agent: Agent, view: WorldView, wake: Wake) -> None:
