@@ -3,12 +3,19 @@
 A private inference never becomes a shared fact without review: ``store_memory`` writes private or room
 memory only; ``propose_memory`` makes it a candidate; a reviewer other than the owner promotes it.
 Revoking a source revokes what was derived from it (through provenance ``derived_from`` edges).
+
+Private memory (an unrevealed blind answer included) is sealed from every other agent, governors
+included: the policy gives governors no ``read`` of another agent's private memory, projections of
+another agent show none, and the log's row images shown to a reader carry no content of memory it may
+not read (:func:`seal_memory_content`). A governor who must read it uses :meth:`MemoryCalls.break_glass_read`,
+which is decided by the PDP (``memory:break_glass``) and recorded as an event (who, what, why) before
+the content is returned.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -21,6 +28,8 @@ from engine.world.core import Cause, Plan, WorldCore
 from store import Change, Insert, Update
 
 MAX_REVOKE_CASCADE = 1000
+# What stands in a row image (or a result) for the content of memory its reader may not read.
+SEALED_MARK = "sealed"
 
 
 class StoreMemory(Model):
@@ -42,6 +51,33 @@ class MemoryAction(Model):
     other: Id | None = None
     expected_version: int | None = Field(default=None, ge=1)
     reason: str | None = Field(default=None, max_length=4000)
+
+
+class BreakGlass(Model):
+    kind: Literal["memory", "room_answer"]
+    id: str = Field(min_length=1, max_length=300)
+    reason: str = Field(min_length=1, max_length=4000)
+
+
+class BreakGlassRecord(Model):
+    """What a break-glass read recorded (its event's result): who read which memory of whom, and why. It
+    never holds the content."""
+
+    event_id: Id
+    actor: Id
+    kind: str
+    id: str
+    memory_id: Id
+    owner: Id
+    reason: str
+    read_at_us: TimeUs
+
+
+class BreakGlassRead(Model):
+    """A break-glass read: the record written before the read, and the memory as it is now."""
+
+    record: BreakGlassRecord
+    memory: Memory
 
 
 class MemoryCalls(WorldCore):
@@ -88,6 +124,46 @@ class MemoryCalls(WorldCore):
         if not self._can_see(actor, mem):
             raise NotPermitted(actor, "read", "memory", memory_id, f"{mem.scope.value} memory of {mem.owner}")
         return mem
+
+    def break_glass_read(self, actor: str, kind: str, ident: str, reason: str, *, op_id: str | None = None,
+                         cause: Cause | None = None) -> BreakGlassRead:
+        """A governor reads memory sealed from it: another agent's private memory (``kind="memory"``,
+        ``ident`` a memory id) or a blind answer before its reveal (``kind="room_answer"``, ``ident``
+        ``"<room_id>/<agent_id>"``). Decided by the PDP (``memory:break_glass``: live governors only) and
+        recorded as a ``memory.break_glass_read`` event (actor, what, whose, ``reason``) that is committed
+        before the content is returned; the event holds no content. A retry with the same ``op_id``
+        records nothing new. ``PolicyDenied`` (recorded as a denial) for anyone else, ``NotFound`` for
+        nothing by that id, ``InvalidInput`` for a bad kind, id or empty reason."""
+        req = build(BreakGlass, kind=kind, id=ident, reason=reason)
+        if not req.reason.strip():
+            raise InvalidInput("reason", "a break-glass read says why")
+        event_id = self.ids.new("evt")
+
+        def plan(now: int) -> Plan:
+            row = self._sealed_row(req)
+            record = BreakGlassRecord(event_id=event_id, actor=actor, kind=req.kind, id=req.id,
+                                      memory_id=row["memory_id"], owner=row["owner"], reason=req.reason,
+                                      read_at_us=now)
+            return Plan("memory.break_glass_read", "memory", str(row["memory_id"]), record,
+                        payload={"kind": req.kind, "id": req.id, "memory_id": row["memory_id"],
+                                 "owner": row["owner"], "reason": req.reason},
+                        checks=[Check("memory", str(row["memory_id"]), "break_glass", row)])
+        done = self._write("break_glass_read", actor, req, plan, BreakGlassRecord, op_id=op_id, cause=cause,
+                           event_id=event_id)
+        memory = self._load(Memory, "memory", "memory", done.memory_id, memory_id=done.memory_id)
+        return BreakGlassRead(record=done, memory=memory)
+
+    def _sealed_row(self, req: BreakGlass) -> dict[str, Any]:
+        if req.kind == "memory":
+            check_id("id", req.id)
+            return self._row("memory", "memory", req.id, memory_id=req.id)
+        room_id, sep, agent_id = req.id.partition("/")
+        if not sep:
+            raise InvalidInput("id", "a room answer is named <room_id>/<agent_id>")
+        check_id("room_id", room_id)
+        check_id("agent_id", agent_id)
+        answer = self._row("room_answers", "room_answer", req.id, room_id=room_id, agent_id=agent_id)
+        return self._row("memory", "memory", str(answer["memory_id"]), memory_id=answer["memory_id"])
 
     def _can_see(self, actor: str, mem: Memory) -> bool:
         if mem.scope in (MemoryScope.SHARED, MemoryScope.ARCHIVE) or mem.owner == actor:
@@ -218,3 +294,40 @@ class MemoryCalls(WorldCore):
     def _require_member(self, actor: str, room_id: str, action: str) -> None:
         if room_id not in self.store.read.active_rooms_of(actor):
             raise NotPermitted(actor, action, "room", room_id, "not an active member")
+
+
+def seal_memory_content(world: WorldCore, reader: str, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Event rows as ``reader`` may see them: the ``content`` of every memory ``reader`` may not read now
+    (the policy's ``memory:read`` on the memory as it is: another agent's private memory, an unrevealed
+    answer) is taken out of the row images (``changes`` on the memory table) and of results that are that
+    memory, with ``sealed: true`` in its place. One read of the memory rows and one PDP call per page."""
+    def memory_of(change: dict[str, Any]) -> str | None:
+        key = change.get("key") or {}
+        return str(key["memory_id"]) if change.get("table") == "memory" and "memory_id" in key else None
+
+    def result_memory(result: Any) -> str | None:
+        return str(result["memory_id"]) if isinstance(result, dict) and "memory_id" in result \
+            and "content" in result else None
+
+    wanted = {m for r in rows for m in [*(memory_of(c) for c in r.get("changes") or ()),
+                                        result_memory(r.get("result"))] if m is not None}
+    if not wanted:
+        return list(rows)
+    found = world.store.read.rows("memory", {"memory_id": sorted(wanted)})
+    readable = {str(m["memory_id"]) for m in world._readable(reader, "memory", found, "memory_id")}
+    sealed = wanted - readable  # memory gone from the table is sealed too
+    if not sealed:
+        return list(rows)
+
+    def cut(values: dict[str, Any]) -> dict[str, Any]:
+        return {**{k: v for k, v in values.items() if k != "content"}, SEALED_MARK: True} \
+            if "content" in values else values
+    out: list[dict[str, Any]] = []
+    for r in rows:
+        changes = [{**c, "values": cut(dict(c.get("values") or {}))} if memory_of(c) in sealed else c
+                   for c in r.get("changes") or ()]
+        result = r.get("result")
+        if isinstance(result, dict) and result_memory(result) in sealed:
+            result = cut(result)
+        out.append({**r, "changes": changes, "result": result})
+    return out

@@ -20,7 +20,7 @@ from engine.models.agents import Agent
 from engine.models.artifacts import Artifact
 from engine.models.common import Model
 from engine.models.handoffs import Handoff
-from engine.models.memory import STABLE_SHARED, EpistemicType, Memory, MemoryStatus
+from engine.models.memory import STABLE_SHARED, EpistemicType, Memory, MemoryScope, MemoryStatus
 from engine.models.rooms import Room
 from engine.models.state import StateEntry
 from engine.models.tasks import Task
@@ -64,7 +64,9 @@ class ProjectionCalls(WorldCore):
                       actor: str | None = None) -> WorldView:
         """What ``agent_id`` may see now, scored and cut to ``budget`` items per section (``task_id``:
         the task it works on, for relevance; ``widen``: force or forbid widening). ``actor`` (default: the
-        agent itself) must be the agent or a governor: a view shows the agent's private memory."""
+        agent itself) must be the agent or a governor. Only the agent itself sees its private memory (an
+        unrevealed blind answer included) in its view: a governor's view of another agent shows none of
+        it (reading it takes ``break_glass_read``, which is recorded)."""
         check_id("agent_id", agent_id)
         budget = max(1, min(int(budget), 10_000))
         w = weights or ProjectionWeights()
@@ -78,6 +80,8 @@ class ProjectionCalls(WorldCore):
         plans = dict(zip(kinds, self.policy.plans(agent_id, [(k, "read") for k in kinds]), strict=True)) \
             if self.policy.external else None  # the read plans in one round trip (remembered: plan_memo)
         memory = self._visible_memory(agent_id, room_ids, now, limit, plans)
+        if (actor or agent_id) != agent_id:  # sealed from every other viewer, governors included
+            memory = [m for m in memory if m.scope is not MemoryScope.PRIVATE]
         tasks = self._list(Task, "tasks", "task", agent_id, {}, order_by=("updated_at_us",), descending=True,
                            limit=limit, plans=plans)
         conflicts = sum(m.status is MemoryStatus.REOPENED for m in memory)

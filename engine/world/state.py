@@ -15,6 +15,7 @@ from engine.policy.enforcement import Check
 from engine.policy.model import ACTOR_ROLE_FIELD, DECISION_EVENTS
 from engine.validation import build
 from engine.world.core import Cause, Plan, WorldCore
+from engine.world.memory import seal_memory_content
 from store import Insert, Update
 
 
@@ -113,11 +114,16 @@ class StateCalls(WorldCore):
         With a PDP the reader needs ``state:read`` on ``log``. The full record (row images, results,
         payloads) is the governors' audit view: any other reader gets every event's envelope (ids, type,
         actor, subject, versions, chain, time) and the full record of its own events only, because row
-        images carry private memory, unrevealed room answers and other content the reader may not see."""
+        images carry private memory, unrevealed room answers and other content the reader may not see.
+        In every full record, governors' included, the content of memory the reader may not read now
+        (another agent's private memory, an unrevealed answer) is sealed (``seal_memory_content``)."""
         self._may_read(actor, "state", "log", {})
         rows = self.store.read.events(after_seq, limit, newest=newest)
-        if actor is not None and self.policy.external and not self._is_governor(actor):
-            rows = [r if r["actor_id"] == actor else {**r, "changes": [], "result": {}, "payload": {}} for r in rows]
+        if actor is not None and self.policy.external:
+            if not self._is_governor(actor):
+                rows = [r if r["actor_id"] == actor else {**r, "changes": [], "result": {}, "payload": {}}
+                        for r in rows]
+            rows = seal_memory_content(self, actor, rows)
         return [Event.model_validate(r) for r in rows]
 
     def _is_governor(self, agent_id: str) -> bool:

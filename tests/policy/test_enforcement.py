@@ -181,11 +181,13 @@ def test_an_approval_dies_with_its_policy_epoch(team: World) -> None:
         team.invoke("alice", "tool", "deploy", side_effect="S3", approval_id=approval.approval_id)
 
 
-def test_an_agents_view_is_its_own_or_a_governors(team: World) -> None:
+def test_an_agents_view_is_its_own_or_a_governors_without_its_private_memory(team: World) -> None:
     secret = team.store_memory("alice", "mine", "observation")
     with pytest.raises(NotPermitted):
         team.project_world("alice", actor="mallory")
-    assert secret.memory_id in team.project_world("alice", actor="gov").memory_ids()
+    assert secret.memory_id in team.project_world("alice").memory_ids()
+    governors = team.project_world("alice", actor="gov")  # a governor sees her view, sealed: no private memory
+    assert governors.agent.agent_id == "alice" and secret.memory_id not in governors.memory_ids()
 
 
 def test_a_known_agent_keeps_its_grants_when_it_registers_again(team: World) -> None:
