@@ -29,7 +29,7 @@ def invalid_from(exc: ValidationError, prefix: str = "") -> InvalidInput:
     field = field or "request"
     if prefix:
         field = f"{prefix}.{field}" if field != "request" else prefix
-    if first["type"] in ("payload_too_large", "string_too_long"):
+    if first["type"] in ("payload_too_large", "string_over_limit"):
         return PayloadTooLarge(field, int(ctx["size"]), int(ctx["limit"]))
     return InvalidInput(field, first["msg"])
 

@@ -75,7 +75,7 @@ def _string_refusal(value: str) -> tuple[str, str, dict[str, Any]] | None:
     :data:`MAX_STRING_BYTES`."""
     if len(value) > MAX_STRING_BYTES // 4 and (size := len(value.encode("utf-8", "surrogatepass"))) \
             > MAX_STRING_BYTES:
-        return ("string_too_long", f"is {size} bytes of UTF-8; the limit for one string is {MAX_STRING_BYTES}",
+        return ("string_over_limit", f"is {size} bytes of UTF-8; the limit for one string is {MAX_STRING_BYTES}",
                 {"size": size, "limit": MAX_STRING_BYTES})
     if "\x00" in value:
         return "string_nul", f"contains a NUL character (\\x00) at position {value.index(chr(0))}", {}
@@ -104,7 +104,7 @@ def check_values(value: Any, *, field: str = "", json_only: bool = False, max_va
     * ``int_out_of_range``: an integer outside signed 64 bits (``bool`` is fine);
     * ``float_not_finite``: NaN or an infinity;
     * ``string_nul`` / ``string_not_utf8``: a NUL character or a lone surrogate, in a value or a key;
-    * ``string_too_long``: one string (or key) over :data:`MAX_STRING_BYTES` bytes of UTF-8;
+    * ``string_over_limit``: one string (or key) over :data:`MAX_STRING_BYTES` bytes of UTF-8;
     * ``json_too_deep``: dicts/lists nested deeper than :data:`MAX_JSON_DEPTH`;
     * ``json_too_large``: more than ``max_values`` values in all (shared sub-objects count each time);
     * ``json_invalid`` (only with ``json_only``): a value JSON has no type for.
