@@ -142,15 +142,10 @@ class Reader:
 
     def counts_and_versions(self) -> dict[str, Any]:
         """Row count of every table and the sum of versions of every versioned table (for
-        "nothing changed" checks)."""
-        out: dict[str, Any] = {}
+        "nothing changed" checks), in one query."""
         with self._conn() as conn:
-            for t in TABLES.values():
-                out[t.name] = int(conn.execute(select(func.count()).select_from(t)).scalar_one())
-                if "version" in t.c and t.name != "schema_migrations":
-                    total = conn.execute(select(func.coalesce(func.sum(t.c.version), 0))).scalar_one()
-                    out[f"{t.name}.version_sum"] = int(total)
-        return out
+            row = conn.execute(_COUNTS_AND_VERSIONS).mappings().one()
+        return {str(k): int(v) for k, v in row.items()}
 
     def due_wakes(self, now_us: int, limit: int, target_agent: str | None = None) -> list[Row]:
         """Pending wakes due now, and claimed wakes whose lease expired: highest priority first. A wake
@@ -292,6 +287,19 @@ class Reader:
         with self._conn() as conn:
             row = conn.execute(stmt).mappings().first()
         return dict(row) if row is not None else None
+
+
+def _counts_and_versions() -> Any:
+    columns = []
+    for t in TABLES.values():
+        columns.append(select(func.count()).select_from(t).scalar_subquery().label(t.name))
+        if "version" in t.c and t.name != "schema_migrations":
+            columns.append(select(func.coalesce(func.sum(t.c.version), 0)).scalar_subquery()
+                           .label(f"{t.name}.version_sum"))
+    return select(*columns)
+
+
+_COUNTS_AND_VERSIONS = _counts_and_versions()
 
 
 def _fields(where: Mapping[str, Any] | None, limit: int | None) -> str:
