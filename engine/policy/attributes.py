@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.policy.model import PrincipalRef, ResourceRef
+from engine.policy.model import GOVERNOR_ROLE, PrincipalRef, ResourceRef
 from store import Reader
 
-GOVERNOR_ROLE = "governor"
 _EMPTY: dict[str, Any] = {"owner": "", "assignee": "", "task_id": "", "room": "", "scope": "", "status": "",
                           "reviewer": "", "sensitivity": 0, "side_effect": "S0", "role": "", "membership": "",
                           "event_type": ""}
