@@ -132,6 +132,15 @@ class _Frame:
 
 def _check_events(text: str, source: str) -> None:
     """Depth, recursive aliases and the alias expansion budget, from the event stream alone."""
+    try:
+        _scan(text, source)
+    except yaml.YAMLError as exc:
+        if "maximum nesting depth" in _problem_of(exc):  # libyaml's own limit (1000) met before ours
+            raise YamlRefused(source, _line_of(exc), f"nested deeper than {MAX_YAML_DEPTH} levels") from None
+        raise
+
+
+def _scan(text: str, source: str) -> None:
     sizes: dict[str, int] = {}  # anchor -> nodes of its value, aliases included
     open_anchors: set[str] = set()
     stack: list[_Frame] = []
