@@ -17,20 +17,32 @@ import pytest
 from engine.errors import InvalidInput, StoreUnavailable
 from store import Insert, Store, WriteRequest
 from store.gateway import commit
+from tests.hardening.support import HARDENING_BACKENDS
 
 NOW = 1_767_225_600_000_000
 
 
-@pytest.fixture
-def store(db_url: str) -> Iterator[Store]:
-    s = Store(db_url)
+@pytest.fixture(scope="module", params=HARDENING_BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(scope="module")
+def store(backend: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Store]:
+    """One store per backend for the module: every refused request leaves it as it was (asserted)."""
+    if backend == "postgres":
+        url = request.getfixturevalue("pg_cluster").create_database()
+    else:
+        url = f"sqlite:///{tmp_path_factory.mktemp('mapping') / 'world.db'}"
+    s = Store(url)
     s.init(NOW)
     yield s
     s.close()
 
 
-def _request(n: int, *, key: str = "k", value: Any = None, version: int = 1, created_at_us: int = NOW,
+def _request(n: int, *, key: str | None = None, value: Any = None, version: int = 1, created_at_us: int = NOW,
              payload: dict[str, Any] | None = None, subject_id: str = "k") -> WriteRequest:
+    key = key if key is not None else f"k{n}"
     row = {"key": key, "value": value if value is not None else {"v": 1}, "updated_by": "alice",
            "updated_at_us": NOW, "version": version}
     return WriteRequest(op_id=f"op-{n}", command="raw_write", request_hash="0" * 64, actor_id="alice",
@@ -71,7 +83,7 @@ def test_a_raw_write_with_a_value_the_store_cannot_hold_is_invalid_input(
 def test_the_same_request_with_good_values_commits(store: Store) -> None:
     """The bad requests differ from a good one only in the bad value (so the refusal is that value's)."""
     outcome = commit(store.db, _request(100))
-    assert not outcome.replayed and store.read.get("state_entries", key="k") is not None
+    assert not outcome.replayed and store.read.get("state_entries", key="k100") is not None
 
 
 READS: list[tuple[str, Callable[[Store], Any], tuple[str, ...]]] = [
