@@ -215,13 +215,15 @@ class Pmw:
 def setup_agents(world: World, agents: Sequence[str], *, roles: Mapping[str, str] | None = None,
                  caps: Sequence[str] = ALL_CAPS, clearance: int = 0, governor: str = GOVERNOR,
                  terms: Mapping[str, str] | None = None) -> None:
-    """Register, activate and grant ``agents`` in ``world`` (whose governor is ``governor``)."""
+    """Register, activate and grant ``agents`` in ``world`` (whose governor is ``governor``). Each registers
+    itself as a ``tester``; another role in ``roles`` is the governor's grant (no agent takes a role itself)."""
     for agent in agents:
         term = (terms or {}).get(agent, f"term-{agent}")
-        world.register_agent(agent, agent.upper() if len(agent) <= 3 else agent.title(),
-                             (roles or {}).get(agent, "tester"), term)
+        role = (roles or {}).get(agent, "tester")
+        world.register_agent(agent, agent.upper() if len(agent) <= 3 else agent.title(), "tester", term)
         world.activate_session(f"agent:{agent}")
-        world.grant(governor, agent, capabilities=list(caps), clearance=clearance)
+        world.grant(governor, agent, capabilities=list(caps), clearance=clearance,
+                    role_id=role if role != "tester" else None)
 
 
 __all__ = ["ALL_CAPS", "CLEAN_ENV", "GOVERNOR", "IN_CI", "POLICY_DIR", "Pdp", "Pmw", "assert_clean_failure",
