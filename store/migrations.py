@@ -77,23 +77,21 @@ def _applied(conn: Connection) -> set[int]:
     return {int(v) for v in conn.execute(select(schema_migrations.c.version)).scalars()}
 
 
-def _refuse_newer(applied: set[int]) -> None:
-    newest = max(applied, default=0)
-    if newest > LATEST:
-        raise SchemaTooNew(newest, LATEST)
-
-
 def migrate(db: Database, now_us: int) -> list[int]:
     """Apply every pending migration in order; returns the versions applied by this call. A database
-    migrated by a newer PMW is :class:`~engine.errors.SchemaTooNew` (nothing applied)."""
+    migrated by a newer PMW is :class:`~engine.errors.SchemaTooNew`: nothing is applied, and ``db`` is
+    disposed (the refused database is not kept open; later calls on it raise ``Closed``)."""
     done: list[int] = []
+    newer = 0  # the version a newer PMW left, if any
     try:
         for migration in MIGRATIONS:
             with db.write() as conn:
                 if db.dialect == "postgresql":
                     conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK_ID})
                 applied = _applied(conn)
-                _refuse_newer(applied)
+                if max(applied, default=0) > LATEST:
+                    newer = max(applied)
+                    break
                 if migration.version in applied:
                     continue
                 migration.apply(conn)
@@ -103,6 +101,9 @@ def migrate(db: Database, now_us: int) -> list[int]:
                 done.append(migration.version)
     except DatabaseError as exc:
         raise StoreUnavailable(str(exc.orig)) from exc
+    if newer:
+        db.dispose()  # refused: the database is not opened, its connections are not kept
+        raise SchemaTooNew(newer, LATEST)
     return done
 
 
