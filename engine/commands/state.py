@@ -1,0 +1,61 @@
+"""Shared state (versioned keys, compare-and-set only), free-standing events and snapshots."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from engine.commands.base import Command
+from engine.commands.fields import INT64_MAX, JsonValue, Payload
+from engine.models.state import StateKey
+
+EVENT_TYPE_PATTERN = r"^[a-z][a-z0-9_.]{0,99}$"
+SUBJECT_KIND_PATTERN = r"^[a-z][a-z_]{0,49}$"
+MAX_SUBJECT_ID_CHARS = 300
+
+
+class CompareAndSetState(Command):
+    """Write ``value`` to the shared state ``key`` only if the key is at ``expected_version`` (0: the key
+    must not exist yet). A stale write is ``version_conflict`` carrying the current version (re-read and
+    recompute, never resend); creating a key that exists is ``already_exists``; updating a key that does
+    not exist is ``not_found``."""
+
+    name = "compare_and_set_state"
+    events = ("state.set",)
+    agent_effect = True
+    ref_field = "key"
+
+    key: StateKey = Field(description="The state key (letters, digits, _ . / : -; at most 256).")
+    expected_version: int = Field(ge=0, le=INT64_MAX, description=(
+        "The version you read; 0 creates the key."))
+    value: JsonValue = Field(description="The new value: any JSON value.")
+
+
+class AppendEvent(Command):
+    """Append an event that changes no state, recording a fact about the work (e.g. ``claim.asserted``
+    {term, claim, value}, ``conflict.resolved`` {term}, ``review.requested``) about a subject; the
+    controller's rules read it. Decided as a state write on ``log:<event_type>``."""
+
+    name = "append_event"
+    events = ("<event_type>",)
+    agent_effect = True
+    ref_field = "event_id"
+
+    event_type: str = Field(pattern=EVENT_TYPE_PATTERN, description="The event type, e.g. claim.asserted.")
+    payload: Payload | None = None
+    subject_kind: str = Field(default="world", pattern=SUBJECT_KIND_PATTERN, description=(
+        "The kind of object the event is about (world, task, room, ...)."))
+    subject_id: str = Field(default="world", min_length=1, max_length=MAX_SUBJECT_ID_CHARS)
+
+
+class TakeSnapshot(Command):
+    """Record the state image as of the current log position (read in one consistent view). Snapshots
+    never truncate the log."""
+
+    name = "take_snapshot"
+    events = ("snapshot.taken",)
+    ref_field = "snapshot_id"
+    takes_op_id = False
+    cause_param = None
+
+
+__all__ = ["AppendEvent", "CompareAndSetState", "TakeSnapshot"]
