@@ -38,7 +38,7 @@ from engine.world.channels import check_delivery_rules
 from engine.world.core import Cause, Plan, WorldCore
 from engine.world.handoffs import check_handoff_rules
 from engine.world.memory import MemoryCalls
-from engine.world.rooms import RoomCalls
+from engine.world.rooms import RoomCalls, membership_check, membership_of
 from engine.world.tasks import check_task_parties
 from engine.world.wakes import RUN_FOR_TARGET, check_wake_rules
 from store import STATE_TABLE_KEYS
@@ -74,17 +74,21 @@ class AllowedActions(Model):
 
 
 WorldRule = Callable[[WorldCore, str, str, dict[str, Any], int], None]
+PolicyQuestion = Callable[[WorldCore, str, str, dict[str, Any]], Check | None]
 
 
 @dataclass(frozen=True)
 class KindRules:
     """The World's own checks on one kind's actions, in the order its calls make them, before the PDP:
     the ``lifecycle`` (for the actions it names, from the row's ``status_field``), then ``rule(world,
-    actor, action, row, now)``, which raises the error the call would raise."""
+    actor, action, row, now)``, which raises the error the call would raise. ``question(world, actor,
+    action, row)``: the check the call puts to the PDP when it is not the object's bare row (``None``:
+    the bare row)."""
 
     lifecycle: Lifecycle | None = None
     rule: WorldRule | None = None
     status_field: str = "status"
+    question: PolicyQuestion | None = None
 
 
 def _world_as(world: WorldCore, cls: type[W]) -> W:
@@ -144,6 +148,16 @@ def _room_rule(world: WorldCore, actor: str, action: str, row: dict[str, Any], n
             raise NotPermitted(actor, "leave", "room", rid, f"{actor} is not a member")
 
 
+def _room_question(world: WorldCore, actor: str, action: str, row: dict[str, Any]) -> Check | None:
+    # joining and leaving oneself are decided on one's membership, as join_room and leave_room ask
+    if action == "join":
+        member = world.store.read.get("room_members", room_id=row["room_id"], agent_id=actor)
+        return membership_check("join", row, actor, membership_of(member))
+    if action == "leave":
+        return membership_check("leave", row, actor, "active")
+    return None
+
+
 #: Per kind, the World's own rules for its actions (kinds not named here are decided by the PDP alone).
 WORLD_RULES: Mapping[str, KindRules] = {
     "task": KindRules(TASK_LIFECYCLE, _task_rule),
@@ -151,7 +165,7 @@ WORLD_RULES: Mapping[str, KindRules] = {
     "handoff": KindRules(HANDOFF_LIFECYCLE, _handoff_rule),
     "message": KindRules(DELIVERY_LIFECYCLE, _delivery_rule),
     "memory": KindRules(MEMORY_LIFECYCLE, _memory_rule),
-    "room": KindRules(None, _room_rule),
+    "room": KindRules(None, _room_rule, question=_room_question),
     "approval": KindRules(APPROVAL_LIFECYCLE),
     "artifact": KindRules(None, _artifact_rule),
 }
@@ -239,18 +253,35 @@ class PermissionCalls(ApprovalCalls):
                 now: int) -> AllowedActions:
         refused: dict[str, Refusal] = {}
         why: dict[str, str] = {}
+        passed = []
         for action in ACTIONS[decision.kind]:
             world_says = self._world_refusal(actor, decision.kind, action, row, now)
-            policy = as_target if as_target is not None and action in RUN_FOR_TARGET else decision
             if world_says is not None:
                 refused[action], why[action] = world_says
-            elif not policy.allowed(action):
+            else:
+                passed.append(action)
+        for action, allowed, epoch in self._policy_answers(actor, decision, as_target, row, passed):
+            if not allowed:
                 refused[action] = Refusal.POLICY
-                why[action] = f"denied by policy (epoch {policy.epoch})"
+                why[action] = f"denied by policy (epoch {epoch})"
         return AllowedActions(kind=decision.kind, id=decision.id,
                               allowed=sorted(a for a in ACTIONS[decision.kind] if a not in refused),
                               denied=sorted(refused), policy_epoch=decision.epoch,
                               derived_roles=decision.derived_roles, refused=refused, why=why)
+
+    def _policy_answers(self, actor: str, decision: Decision, as_target: Decision | None,
+                        row: dict[str, Any] | None, actions: list[str]) -> list[tuple[str, bool, str | None]]:
+        """The PDP's answer for each of ``actions``, to the question its call asks: the bare row's decision,
+        the wake's target's (claim, ack), or a question of the kind's own (one more PDP call)."""
+        rules = WORLD_RULES.get(decision.kind)
+        asked = {a: q for a in actions if rules is not None and rules.question is not None and row is not None
+                 and (q := rules.question(self, actor, a, row)) is not None}
+        own = dict(zip(asked, self.policy.decide(actor, list(asked.values())), strict=True)) if asked else {}
+        out = []
+        for action in actions:
+            d = own.get(action) or (as_target if as_target is not None and action in RUN_FOR_TARGET else decision)
+            out.append((action, d.allowed(action), d.epoch))
+        return out
 
     def _world_refusal(self, actor: str, kind: str, action: str, row: dict[str, Any] | None,
                        now: int) -> tuple[Refusal, str] | None:
