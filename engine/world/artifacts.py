@@ -187,8 +187,8 @@ class ArtifactCalls(WorldCore):
         target = self._content_root() / ver.location
         try:
             return target.read_bytes()
-        except FileNotFoundError:
-            pass
+        except (FileNotFoundError, NotADirectoryError):
+            pass  # not in place
         staging = self._staging()
         for staged in sorted(staging.glob(f"{ver.checksum}.*.staged")) if staging.is_dir() else []:
             try:
