@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from engine.protocol.adapters import upgrade_effect
 from simulations.scenario import Scenario
 from store import Store
 
@@ -399,8 +400,9 @@ class _Folder:
 
     def on_agent_decided(self, e: dict[str, Any], t: int) -> None:
         """The version each revision was decided on (the head its view showed), by (wake, artifact)."""
-        for effect in e["payload"].get("effects") or []:
-            if isinstance(effect, dict) and effect.get("effect") == "revise_artifact":
+        for raw in e["payload"].get("effects") or []:
+            effect = upgrade_effect(raw)  # a decision recorded under an old effect name reads as its command
+            if isinstance(effect, dict) and effect.get("effect") == "new_artifact_version":
                 seen = effect.get("expected_version")
                 self.f.expected_versions[(str(e["subject_id"]), str(effect.get("artifact_id")))] = \
                     seen if isinstance(seen, int) else None

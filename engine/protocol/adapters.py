@@ -3,150 +3,155 @@
 An adapter decides; it never writes. Its decision names typed effects, which the worker carries out
 through the World (so through the PDP and the gateway), with operation ids derived from the wake.
 A rule-based agent that scenarios script, and a callable adapter for LLM-backed agents, are provided.
+
+The effects are not declared here: each is a command of the registry (``engine.commands``) that agents may
+use (``agent_effect``), generated as that command plus its tag ``effect`` (the command's name), with the
+command's fields, limits, validators, description and JSON schema. ``EFFECTS`` maps names to the classes,
+``Effect`` is their discriminated union, and each class is importable under its command class's name
+(``CreateTask``, ``CloseRoom`` ...; ``SetState``, ``Handoff`` and ``ReviseArtifact`` keep their old names).
+Decisions in the old JSON spelling (``set_state``, ``handoff``, ``revise_artifact``, ``review_memory`` with a
+``verdict``) are read as the command they meant (:func:`upgrade_effect`, the one alias table).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Any, Literal, Protocol
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, Union, cast
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, create_model, field_validator
 
+from engine.commands import Command
+from engine.commands import artifacts as artifact_commands
+from engine.commands import effects as effect_commands
+from engine.commands import handoffs as handoff_commands
+from engine.commands import memory as memory_commands
+from engine.commands import rooms as room_commands
+from engine.commands import state as state_commands
+from engine.commands import subscriptions as subscription_commands
+from engine.commands import tasks as task_commands
 from engine.models.agents import Agent
-from engine.models.common import Id, JsonValue, Model, Payload
-from engine.models.handoffs import HandoffPacket
+from engine.models.common import Model
 from engine.models.receipts import Decision
 from engine.models.wakes import Wake
 from engine.world.projection import WorldView
 
-
-class SetState(Model):
-    effect: Literal["set_state"] = "set_state"
-    key: str
-    expected_version: int = Field(ge=0)
-    value: JsonValue
+# -- effects: the commands an agent may name, generated from the registry ---------------------------------
 
 
-class CompleteTask(Model):
-    effect: Literal["complete_task"] = "complete_task"
-    task_id: Id
-    result: Payload = Field(default_factory=dict)
+def _tag_first(schema: dict[str, Any], model: type[Any]) -> None:
+    """Show the ``effect`` tag first in an effect's JSON schema, and as required (it selects the command)."""
+    props = schema.get("properties", {})
+    if "effect" in props:
+        schema["properties"] = {"effect": props.pop("effect"), **props}
+        schema["required"] = ["effect", *(r for r in schema.get("required", []) if r != "effect")]
 
 
-class StoreMemory(Model):
-    effect: Literal["store_memory"] = "store_memory"
-    content: str = Field(min_length=1)
-    epistemic_type: str = "observation"
+class AgentEffect(Command):
+    """An effect: a registered command tagged with its name (``effect``), which the worker carries out
+    through ``world.execute`` as the agent, with an operation id derived from the wake."""
+
+    model_config = ConfigDict(json_schema_extra=_tag_first)
+
+    effect: str = ""  # each effect class fixes it to its command's name
+    __command__: type[Command]
+
+    def command(self) -> Command:
+        """The command this effect names, without its tag (fields as validated)."""
+        plain = type(self).__command__
+        return plain.model_construct({f for f in self.model_fields_set if f != "effect"},
+                                     **{f: getattr(self, f) for f in plain.model_fields})
 
 
-class Handoff(HandoffPacket):
-    """Hand ``task_id`` to ``target_agent`` with the seed's full packet (goal, state ref, evidence and
-    artifact refs, constraints, authority scope, expected output, return route): never a transcript."""
-
-    effect: Literal["handoff"] = "handoff"
-
-
-class AppendEvent(Model):
-    """Record a fact about the work (e.g. ``claim.asserted`` {term, claim, value}, ``conflict.resolved``
-    {term}, ``review.requested``) as an event; the controller's rules read it."""
-
-    effect: Literal["append_event"] = "append_event"
-    event_type: str = Field(min_length=1, max_length=100, pattern=r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
-    payload: Payload = Field(default_factory=dict)
-    subject_kind: str = Field(default="world", min_length=1, max_length=50)
-    subject_id: str = Field(default="world", min_length=1, max_length=256)
+def _effect_class(command: type[Command]) -> type[AgentEffect]:
+    """``command`` plus the tag ``effect: <command.name>``: same fields, limits, validators and title."""
+    tag: Any = Literal[command.name]  # a literal type built at run time
+    effect = cast(type[AgentEffect], create_model(command.__name__, __base__=(command, AgentEffect),
+                                                  __module__=__name__, __doc__=command.__doc__,
+                                                  effect=(tag, command.name)))
+    effect.__command__ = command
+    return effect
 
 
-class Subscribe(Model):
-    effect: Literal["subscribe"] = "subscribe"
-    subject_id: str = Field(min_length=1, max_length=256)
-    active: bool = True
+EFFECTS: Mapping[str, type[AgentEffect]] = MappingProxyType({c.name: _effect_class(c) for c in effect_commands()})
+
+# Effect names from before the command vocabulary, accepted in decisions (a recorded decision is replayed
+# after an upgrade): the old name of the same command. ``review_memory`` with a ``verdict`` is rewritten by
+# ``upgrade_effect`` to the review, promote or reject command it meant.
+LEGACY_EFFECT_NAMES: Mapping[str, str] = MappingProxyType({
+    "set_state": "compare_and_set_state", "handoff": "create_handoff", "revise_artifact": "new_artifact_version"})
+_VERDICTS = {"review": "review_memory", "promote": "promote_memory", "reject": "reject_memory"}
 
 
-class JoinRoom(Model):
-    effect: Literal["join_room"] = "join_room"
-    room_id: Id
+def upgrade_effect(raw: Any) -> Any:
+    """An effect in its old JSON spelling (``LEGACY_EFFECT_NAMES``, ``review_memory`` with ``verdict``) as the
+    command it meant; anything else unchanged (and then validated as it is)."""
+    if not isinstance(raw, dict):
+        return raw
+    name = raw.get("effect")
+    if isinstance(name, str) and name in LEGACY_EFFECT_NAMES:
+        return {**raw, "effect": LEGACY_EFFECT_NAMES[name]}
+    verdict = raw.get("verdict")
+    if name == "review_memory" and isinstance(verdict, str) and verdict in _VERDICTS:
+        rest = {k: v for k, v in raw.items() if k not in ("verdict", "reason")}
+        if verdict == "reject":
+            rest["reason"] = raw.get("reason") or "rejected in review"
+        elif raw.get("reason") is not None:
+            return raw  # a reason only a rejection takes: refused as it is
+        return {**rest, "effect": _VERDICTS[verdict]}
+    return raw
 
 
-class LeaveRoom(Model):
-    effect: Literal["leave_room"] = "leave_room"
-    room_id: Id
+_BY_CLASS_NAME = {cls.__name__: cls for cls in EFFECTS.values()}
 
+if TYPE_CHECKING:
+    Effect = AgentEffect
 
-class Discuss(Model):
-    effect: Literal["discuss"] = "discuss"
-    room_id: Id
-    body: str = Field(min_length=1, max_length=8000)
+    # The effect classes under the names existing call sites use (their typing view: command plus tag).
+    class SetState(state_commands.CompareAndSetState, AgentEffect): ...
+    class AppendEvent(state_commands.AppendEvent, AgentEffect): ...
+    class ClaimTask(task_commands.ClaimTask, AgentEffect): ...
+    class CompleteTask(task_commands.CompleteTask, AgentEffect): ...
+    class Handoff(handoff_commands.CreateHandoff, AgentEffect): ...
+    class AcceptHandoff(handoff_commands.AcceptHandoff, AgentEffect): ...
+    class CompleteHandoff(handoff_commands.CompleteHandoff, AgentEffect): ...
+    class StoreMemory(memory_commands.StoreMemory, AgentEffect): ...
+    class ProposeMemory(memory_commands.ProposeMemory, AgentEffect): ...
+    class ReviewMemory(memory_commands.ReviewMemory, AgentEffect): ...
+    class JoinRoom(room_commands.JoinRoom, AgentEffect): ...
+    class LeaveRoom(room_commands.LeaveRoom, AgentEffect): ...
+    class Discuss(room_commands.Discuss, AgentEffect): ...
+    class CommitAnswer(room_commands.CommitAnswer, AgentEffect): ...
+    class RegisterArtifact(artifact_commands.RegisterArtifact, AgentEffect): ...
+    class ReviseArtifact(artifact_commands.NewArtifactVersion, AgentEffect): ...
+    class Subscribe(subscription_commands.Subscribe, AgentEffect): ...
+else:
+    # The discriminated union of every effect, tagged by ``effect`` (the command's name).
+    Effect = Annotated[Union[tuple(EFFECTS.values())], Field(discriminator="effect")]  # noqa: UP007
 
+    SetState = EFFECTS["compare_and_set_state"]
+    Handoff = EFFECTS["create_handoff"]
+    ReviseArtifact = EFFECTS["new_artifact_version"]
 
-class CommitAnswer(Model):
-    """Blind-then-join: a private answer, revealed to the room once every member has committed."""
-
-    effect: Literal["commit_answer"] = "commit_answer"
-    room_id: Id
-    content: str = Field(min_length=1, max_length=8000)
-
-
-class ClaimTask(Model):
-    effect: Literal["claim_task"] = "claim_task"
-    task_id: Id
-
-
-class ReviewMemory(Model):
-    """Review a candidate (``promote``: and promote it to a stable shared fact; ``reject``: with a reason)."""
-
-    effect: Literal["review_memory"] = "review_memory"
-    memory_id: Id
-    verdict: Literal["review", "promote", "reject"] = "review"
-    reason: str | None = Field(default=None, max_length=2000)
-
-
-class RegisterArtifact(Model):
-    """Put content in the artifact registry as version 1 of a new artifact (for a task, if given)."""
-
-    effect: Literal["register_artifact"] = "register_artifact"
-    artifact_type: str = Field(min_length=1, max_length=100)
-    content: str = Field(min_length=1, max_length=60_000)
-    artifact_id: Id | None = None
-    task_id: Id | None = None
-
-
-class ReviseArtifact(Model):
-    """Commit new content as the artifact's next version, on the version the agent saw."""
-
-    effect: Literal["revise_artifact"] = "revise_artifact"
-    artifact_id: Id
-    content: str = Field(min_length=1, max_length=60_000)
-    expected_version: int | None = Field(default=None, ge=1)
-
-
-class ProposeMemory(Model):
-    effect: Literal["propose_memory"] = "propose_memory"
-    memory_id: Id
-
-
-class AcceptHandoff(Model):
-    effect: Literal["accept_handoff"] = "accept_handoff"
-    handoff_id: Id
-
-
-class CompleteHandoff(Model):
-    effect: Literal["complete_handoff"] = "complete_handoff"
-    handoff_id: Id
-    result: Payload = Field(default_factory=dict)
-
-
-Effect = (SetState | CompleteTask | StoreMemory | Handoff | AppendEvent | Subscribe | JoinRoom | LeaveRoom | Discuss
-          | CommitAnswer | ProposeMemory | AcceptHandoff | CompleteHandoff | ClaimTask | ReviewMemory | RegisterArtifact
-          | ReviseArtifact)
+    def __getattr__(name: str) -> type[AgentEffect]:
+        """Every effect class under its command's class name (``CreateTask``, ``CloseRoom`` ...)."""
+        try:
+            return _BY_CLASS_NAME[name]
+        except KeyError:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
 
 
 class AgentDecision(Model):
     """What the agent decided (``NO_ACTION`` is a legal outcome) and the effects it wants."""
 
     decision: Decision
-    effects: list[Annotated[Effect, Field(discriminator="effect")]] = Field(default_factory=list, max_length=64)
+    effects: list[Effect] = Field(default_factory=list, max_length=64)
     reason: str | None = Field(default=None, max_length=4000)
+
+    @field_validator("effects", mode="before")
+    @classmethod
+    def _upgrade(cls, value: Any) -> Any:
+        return [upgrade_effect(e) for e in value] if isinstance(value, list) else value
 
 
 class AgentAdapter(Protocol):
@@ -200,9 +205,12 @@ class CallableAdapter:
 
 
 __all__ = [
+    "EFFECTS",
+    "LEGACY_EFFECT_NAMES",
     "AcceptHandoff",
     "AgentAdapter",
     "AgentDecision",
+    "AgentEffect",
     "AppendEvent",
     "CallableAdapter",
     "ClaimTask",
@@ -216,9 +224,12 @@ __all__ = [
     "JoinRoom",
     "LeaveRoom",
     "ProposeMemory",
+    "RegisterArtifact",
     "ReviewMemory",
+    "ReviseArtifact",
     "RuleAgent",
     "SetState",
     "StoreMemory",
     "Subscribe",
+    "upgrade_effect",
 ]

@@ -24,27 +24,7 @@ from engine.models.common import ID_PATTERN
 from engine.models.receipts import Decision, Outcome, Receipt
 from engine.models.traces import TraceBody
 from engine.models.wakes import Wake
-from engine.protocol.adapters import (
-    AcceptHandoff,
-    AgentAdapter,
-    AgentDecision,
-    AppendEvent,
-    ClaimTask,
-    CommitAnswer,
-    CompleteTask,
-    Discuss,
-    Effect,
-    Handoff,
-    JoinRoom,
-    LeaveRoom,
-    ProposeMemory,
-    RegisterArtifact,
-    ReviewMemory,
-    ReviseArtifact,
-    SetState,
-    StoreMemory,
-    Subscribe,
-)
+from engine.protocol.adapters import AgentAdapter, AgentDecision, Effect
 from engine.world import Cause, World
 from engine.world.projection import WorldView
 
@@ -137,56 +117,10 @@ class Worker:
         return self._finish(wake, decided, Outcome.ACTED, decided.reason, started, refs, view)
 
     def _apply(self, actor: str, effect: Effect, op_id: str, cause: Cause) -> str:
-        w = self.world
-        if isinstance(effect, SetState):
-            return w.compare_and_set_state(actor, effect.key, effect.expected_version, effect.value, op_id=op_id,
-                                           cause=cause).key
-        if isinstance(effect, CompleteTask):
-            return w.complete_task(actor, effect.task_id, effect.result, op_id=op_id, cause=cause).task_id
-        if isinstance(effect, Handoff):
-            packet = effect.model_dump(exclude={"effect", "target_agent", "task_id", "goal"})
-            return w.create_handoff(actor, effect.target_agent, effect.task_id, effect.goal, op_id=op_id,
-                                    cause=cause, **packet).handoff_id
-        if isinstance(effect, RegisterArtifact):
-            return w.register_artifact(actor, effect.artifact_type, effect.content.encode(),
-                                       artifact_id=effect.artifact_id, task_id=effect.task_id, op_id=op_id,
-                                       cause=cause).artifact_id
-        if isinstance(effect, ReviseArtifact):
-            return w.new_artifact_version(actor, effect.artifact_id, effect.content.encode(),
-                                          expected_version=effect.expected_version, op_id=op_id,
-                                          cause=cause).artifact_id
-        if isinstance(effect, ClaimTask):
-            return w.claim_task(actor, effect.task_id, op_id=op_id, cause=cause).task_id
-        if isinstance(effect, ReviewMemory):
-            if effect.verdict == "promote":
-                return w.promote_memory(actor, effect.memory_id, op_id=op_id, cause=cause).memory_id
-            if effect.verdict == "reject":
-                return w.reject_memory(actor, effect.memory_id, effect.reason or "rejected in review", op_id=op_id,
-                                       cause=cause).memory_id
-            return w.review_memory(actor, effect.memory_id, op_id=op_id, cause=cause).memory_id
-        if isinstance(effect, StoreMemory):
-            return w.store_memory(actor, effect.content, effect.epistemic_type, op_id=op_id, cause=cause).memory_id
-        if isinstance(effect, AppendEvent):
-            return w.append_event(actor, effect.event_type, effect.payload, subject_kind=effect.subject_kind,
-                                  subject_id=effect.subject_id, op_id=op_id, cause=cause).event_id
-        if isinstance(effect, Subscribe):
-            sub = w.subscribe(actor, effect.subject_id, active=effect.active, op_id=op_id, cause=cause)
-            return f"{sub.agent_id}/{sub.subject_id}"
-        if isinstance(effect, JoinRoom):
-            return w.join_room(actor, effect.room_id, op_id=op_id, cause=cause).room_id
-        if isinstance(effect, LeaveRoom):
-            return w.leave_room(actor, effect.room_id, op_id=op_id, cause=cause).room_id
-        if isinstance(effect, Discuss):
-            w.discuss(actor, effect.room_id, effect.body, op_id=op_id, cause=cause)
-            return effect.room_id
-        if isinstance(effect, CommitAnswer):
-            w.commit_answer(actor, effect.room_id, effect.content, op_id=op_id, cause=cause)
-            return effect.room_id
-        if isinstance(effect, ProposeMemory):
-            return w.propose_memory(actor, effect.memory_id, op_id=op_id, cause=cause).memory_id
-        if isinstance(effect, AcceptHandoff):
-            return w.accept_handoff(actor, effect.handoff_id, op_id=op_id, cause=cause).handoff_id
-        return w.complete_handoff(actor, effect.handoff_id, effect.result, op_id=op_id, cause=cause).handoff_id
+        """Carry out one effect as ``actor``: its command through ``world.execute`` (the PDP, then the
+        gateway); returns what it wrote (the effect's ref of the result, else the operation id)."""
+        result = self.world.execute(actor, effect.command(), op_id=op_id, cause=cause)
+        return effect.ref(result) or op_id
 
     def _finish(self, wake: Wake, decided: AgentDecision | None, outcome: Outcome, reason: str | None,
                 started: int, refs: list[str] | None = None, view: WorldView | None = None) -> Cycle:

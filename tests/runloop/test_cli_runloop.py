@@ -38,7 +38,7 @@ def test_worker_runs_the_controller_and_the_agents_until_idle(pmw: Pmw) -> None:
     one = pmw.js("trace", traces[0]["trace_id"], actor="gov")
     assert one["worker_id"] == "worker-1" and one["latency_us"] >= 0
     bob_trace = next(t for t in traces if t["agent_id"] == "bob")
-    assert bob_trace["tools"] == ["set_state"] and bob_trace["commits"] == ["bob-out"]
+    assert bob_trace["tools"] == ["compare_and_set_state"] and bob_trace["commits"] == ["bob-out"]
     assert "state:alice-out" in bob_trace["retrieved_refs"]
     # a second worker finds nothing left to do: the controller's position is durable
     again = pmw.js("worker", "--agent", "bob=tests.runloop.cli_agents:bob", "--until-idle", actor="gov")

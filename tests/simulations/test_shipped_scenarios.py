@@ -198,8 +198,8 @@ def test_artifact_is_recovered_from_the_registry_and_revised_on_the_version_seen
     assert shown[:2] == [False, True]
     wake = commits[2][4].split(":")[0]
     (decided,) = [e["payload"] for e in log if e["event_type"] == "agent.decided" and e["subject_id"] == wake]
-    revise = [x for x in decided["effects"] if x["effect"] == "revise_artifact"]
-    assert revise == [{"effect": "revise_artifact", "artifact_id": art, "expected_version": 2,
+    revise = [x for x in decided["effects"] if x["effect"] == "new_artifact_version"]
+    assert revise == [{"effect": "new_artifact_version", "artifact_id": art, "expected_version": 2,
                        "content": "report of t1: step 3 of 4, by bo"}]
     # read back through the registry at the stop; the content on disk hashes to the registered checksum
     (read,) = [e["payload"] for e in log if e["event_type"] == "sim.artifacts_read"]
