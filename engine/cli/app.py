@@ -7,6 +7,7 @@ import typer
 from engine.cli import (
     agents,
     artifacts,
+    commands,
     events,
     handoffs,
     memory,
@@ -80,6 +81,7 @@ world_cmds.register(app)
 permissions.register(app)
 runloop_cmds.register(app)
 simulate.register(app)
+commands.register(app)
 
 
 def main() -> None:
