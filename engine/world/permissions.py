@@ -132,8 +132,8 @@ def _room_rule(world: WorldCore, actor: str, action: str, row: dict[str, Any], n
     # has no members); the blind-round checks mirror room_answers.py's plan until it exports them.
     rooms = _world_as(world, RoomCalls)
     rid = str(row["room_id"])
-    if action in ("join", "close"):
-        ROOM_LIFECYCLE.target(rid, str(row["status"]), action)
+    if action in ("join", "close", "invite"):  # an invitation needs an open room, as joining does
+        ROOM_LIFECYCLE.target(rid, str(row["status"]), "join" if action == "invite" else action)
     elif action in ("discuss", "distill", "answer"):
         rooms._open_room_of_member(actor, rid, action)
         if action == "answer":

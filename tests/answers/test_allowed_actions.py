@@ -156,6 +156,8 @@ def test_rooms_walked(team: World) -> None:
     ]
     assert got == ["policy", "not_assignee", "not_assignee", "allowed", "allowed", "illegal_transition", "allowed",
                    "not_assignee", "policy", "allowed", "illegal_transition", "illegal_transition"]
+    assert agree(team, "alice", "room", r, "invite",
+                 lambda: team.invite_to_room("alice", r, "mallory")) == "illegal_transition"  # closed
 
 
 def test_a_retired_or_foreign_artifact_and_a_batch(team: World) -> None:
