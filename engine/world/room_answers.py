@@ -2,7 +2,10 @@
 
 Each active member of an open room commits one answer. Until the last active member has committed, an
 answer is its author's private memory (recording the room it belongs to): no other agent can read it,
-whatever the call. The commit that completes the round reveals every answer of the room in the same
+whatever the call, governors included (the memory policy gives nobody but the owner ``read`` of private
+memory; projections of another agent and the log's row images seal it; ``tests/security/test_rooms.py``).
+The one exception is a governor's ``break_glass_read``, which is recorded before it returns the content
+and reveals nothing to anyone else. The commit that completes the round reveals every answer of the room in the same
 transaction: each becomes room memory, readable by the room's members. After that the round is over and
 no further answer is taken (a late joiner would answer anchored).
 
