@@ -33,7 +33,6 @@ def deep_dict(depth: int, leaf: Any = 1) -> Any:
     return value
 
 
-BIG_INTS: tuple[int, ...] = (2**63, -(2**63) - 1, 2**64, 2**64 + 1, 10**30, -(10**40))
 BAD_STRINGS: dict[str, str] = {
     "nul": "a\x00b",
     "nul-only": "\x00",
@@ -55,24 +54,6 @@ BAD_JSON: dict[str, Any] = {
     "oversize": {"blob": "x" * (65 * 1024)},
     "not-finite": {"f": float("inf")},
 }
-
-
-def bad_values_for(kind: str) -> dict[str, Any]:
-    """Bad values a parameter of ``kind`` (str, int, float, dict, list, any) can be handed."""
-    strings = dict(BAD_STRINGS)
-    ints = {f"int-{i}": v for i, v in enumerate(BIG_INTS)}
-    if kind == "str":
-        return strings
-    if kind == "int":
-        return ints
-    if kind == "float":
-        return {**ints, "float-inf": float("inf"), "float-nan": float("nan"), "float-huge": 1e300}
-    if kind == "dict":
-        return dict(BAD_JSON)
-    if kind == "list":
-        return {"list-nul": ["ok", "a\x00"], "list-surrogate": ["\udcff"], "list-deep": deep_list(DEEP),
-                "list-big-int": [2**64], "list-oversize": ["z" * (70 * 1024)]}
-    return {**strings, **ints, **{f"json-{k}": v for k, v in BAD_JSON.items()}}
 
 
 # -- the world ------------------------------------------------------------------------------------------------
@@ -167,12 +148,10 @@ def _changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, t
 __all__ = [
     "BAD_JSON",
     "BAD_STRINGS",
-    "BIG_INTS",
     "DEEP",
     "HARDENING_BACKENDS",
     "Outcome",
     "Seeded",
-    "bad_values_for",
     "call_refused",
     "deep_dict",
     "deep_list",

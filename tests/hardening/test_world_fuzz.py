@@ -31,10 +31,10 @@ PAIRS = [(c, p) for c in AGENT_CALLS for p in c.fuzzable()]
 RUNTIME_PAIRS = [(c, p) for c in CALLS if c.method in RUNTIME_ONLY for p in c.fuzzable()]
 
 MATRIX: dict[str, dict[str, Any]] = {
-    "str": {k: BAD_STRINGS[k] for k in ("nul", "surrogate", "oversize")},
-    "int": {"2**63": 2**63, "-2**63-1": -(2**63) - 1},
+    "str": BAD_STRINGS,
+    "int": {"2**63": 2**63, "-2**63-1": -(2**63) - 1, "2**64": 2**64},
     "float": {"inf": math.inf, "nan": math.nan, "2**64": 2**64},
-    "dict": {k: BAD_JSON[k] for k in ("deep-list", "big-int", "nul-key", "surrogate-value", "oversize")},
+    "dict": BAD_JSON,
     "list": {"nul": ["ok", "a\x00"], "surrogate": ["\udcff"], "deep": deep_list(10_000)},
     "any": {"nul": "a\x00", "deep": deep_dict(10_000), "big-int": 2**64, "surrogate": {"s": "\ud800"}},
 }
@@ -48,13 +48,15 @@ def test_every_call_has_a_fuzzed_parameter() -> None:
             "append_event", "events", "list_tasks"} <= {c.method for c in CALLS}
 
 
-def _matrix(seeded: Seeded, pairs: list[tuple[Call, Param]]) -> tuple[list[str], set[str]]:
-    """Run every (call, parameter, bad value) of ``pairs``; the failures and the calls exercised."""
+def _matrix(seeded: Seeded, pairs: list[tuple[Call, Param]], values: dict[str, dict[str, Any]] | None = None
+            ) -> tuple[list[str], set[str]]:
+    """Run every (call, parameter, bad value of ``values``, default :data:`MATRIX`) of ``pairs``; the
+    failures and the calls exercised."""
     failures: list[str] = []
     exercised: set[str] = set()
     before: dict[str, Any] | None = None
     for call, param in pairs:
-        for label, bad in MATRIX[param.kind].items():
+        for label, bad in (values or MATRIX).get(param.kind, {}).items():
             run = invocation(seeded.world, call, seeded.ids, param.name, bad)
             if run is None:
                 continue
@@ -71,6 +73,16 @@ def test_every_world_call_refuses_every_kind_of_bad_value(seeded: Seeded) -> Non
     failures, exercised = _matrix(seeded, PAIRS)
     assert failures == [], "\n".join(failures)
     assert {c.method for c in AGENT_CALLS if c.fuzzable()} - exercised == set()
+
+
+@pytest.mark.xfail(strict=True, reason="list_state (engine/world/state.py) and room_discussion (engine/world/rooms.py) "
+                                       "format a refused limit with {limit!r}: for an integer of over 4,300 "
+                                       "digits str() itself raises ValueError (Python's int_max_str_digits), "
+                                       "a traceback instead of InvalidInput; check the range before formatting "
+                                       "(engine.validation.check_int64)")
+def test_integers_too_long_to_print_are_refused(seeded: Seeded) -> None:
+    failures, _ = _matrix(seeded, [(c, p) for c, p in PAIRS if p.kind == "int"], {"int": {"10**5000": 10**5000}})
+    assert failures == [], "\n".join(failures)
 
 
 @pytest.mark.xfail(strict=True, reason="runtime bookkeeping builds its models without engine.validation.build: "
