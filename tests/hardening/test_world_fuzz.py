@@ -91,6 +91,7 @@ def test_integers_too_long_to_print_are_refused(seeded: Seeded) -> None:
                                        "activate_policy_epoch cuts an oversize epoch to 100 characters and "
                                        "activates it (engine/world/policy_epochs.py, revocation.py)")
 def test_runtime_bookkeeping_refuses_every_kind_of_bad_value(seeded: Seeded) -> None:
+    assert RUNTIME_PAIRS, "runtime bookkeeping is off the World: fuzz it on the runtime's object instead"
     failures, _ = _matrix(seeded, RUNTIME_PAIRS)
     assert failures == [], "\n".join(failures)
 

@@ -33,6 +33,16 @@ BY_NAME: dict[str, Any] = {
     "source_memory_ids": ["$memory"], "changes": [{"source_agent": "alice", "target_agent": "bob",
                                                     "edge_type": "info"}],
 }
+
+def _a_command(ids: dict[str, str]) -> Any:
+    """A valid registered command (for ``world.execute``): creating a task."""
+    from engine.commands import parse
+
+    return parse("create_task", {"goal": "from the fuzz"})
+
+
+# Valid values built from the seeded ids (objects no literal can be).
+BUILT: dict[str, Callable[[dict[str, str]], Any]] = {"command": _a_command}
 # Keyword packets (``**packet``) and the names and kinds a fuzz may send through them.
 PACKETS: dict[str, dict[str, str]] = {
     "create_handoff": {"current_state_ref": "str", "evidence_refs": "list", "constraints": "dict",
@@ -125,6 +135,8 @@ def _valid(param: Param, ids: dict[str, str]) -> Any:
 
     if param.name in BY_NAME:
         return resolve(BY_NAME[param.name])
+    if param.name in BUILT:
+        return BUILT[param.name](ids)
     return {"str": "x", "int": 1, "float": 0.5, "dict": {}, "list": [], "any": "x", "bytes": b"x"}.get(param.kind)
 
 
