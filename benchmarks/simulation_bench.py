@@ -111,7 +111,7 @@ def child(agents: int, size: int, seed: int, deadline_min: float) -> dict[str, A
     out: dict[str, Any] = {"agents": agents, "size": size, "seed": seed, "load_start": os.getloadavg()[0]}
     try:
         out["baseline_write_s"] = baseline_write_s(tmp, runtime)
-        driver = ScenarioDriver(scenario, runtime.world, work_dir=tmp / "run" / "work")
+        driver = ScenarioDriver(scenario, runtime.book, work_dir=tmp / "run" / "work")
         t0 = time.perf_counter()
         driver.setup()
         out["setup_s"] = time.perf_counter() - t0
