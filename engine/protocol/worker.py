@@ -109,9 +109,13 @@ class Worker:
         except PolicyDenied as exc:
             return self._finish(wake, None, Outcome.DENIED, exc.message, started)
         recorded = self.book.recorded_decision(wake.wake_id)  # a retried wake replays its decision
-        decided = (AgentDecision.model_validate(recorded.decision) if recorded is not None
-                   else adapter.run(agent, view, wake))                                # decide
-        self.book.record_decision(self.worker_id, wake.wake_id, agent.agent_id, decided.model_dump(mode="json"))
+        if recorded is not None:
+            decided = AgentDecision.model_validate(recorded.decision)
+        else:
+            decided = adapter.run(agent, view, wake)                                   # decide
+            first = self.book.record_decision(self.worker_id, wake.wake_id, agent.agent_id,
+                                              decided.model_dump(mode="json"))
+            decided = AgentDecision.model_validate(first.decision)  # another worker's, if it decided first
         return self._act(wake, agent, view, decided, started)
 
     def _act(self, wake: Wake, agent: Agent, view: WorldView, decided: AgentDecision, started: int) -> Cycle:

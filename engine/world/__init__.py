@@ -9,6 +9,8 @@ which the runtime never hands out. Time and ids come from the injected clock and
 
 from __future__ import annotations
 
+import re
+
 from engine.world.artifacts import ArtifactCalls
 from engine.world.channels import ChannelCalls
 from engine.world.core import Cause, WorldCore
@@ -31,6 +33,9 @@ class World(ChannelCalls, StateCalls, TaskCalls, ArtifactCalls, MemoryCalls, Wak
             TopologyCalls, RoomCalls, ProjectionCalls, SnapshotCalls, PolicyEpochReads, PermissionCalls,
             SubscriptionCalls, WorldCore):
     """One persistent shared world over one store, as agents see it: every call decided by the policy."""
+
+    #: the operation ids of RuntimeBook's writes: ``<wake>:decide``, ``ctl:<world>:<position>``, ``revoke-...``
+    reserved_op_ids = re.compile(r":decide$|^revoke-|^ctl:[^:]+:[0-9]+$")
 
 
 __all__ = ["AllowedActions", "Cause", "EventRef", "Invoked", "RevocationReport", "SnapshotRef", "World", "WorldView"]

@@ -18,6 +18,7 @@ decision it was taken under; the runtime's own bookkeeping goes through the runt
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +77,10 @@ DenialRecorder = Callable[[str, str, PolicyDenied], None]
 class WorldCore:
     """State shared by every group of World calls: the store (reads), the door its writes go through, the
     policy that decides them, the injected clock and id source."""
+
+    #: Operation ids this object refuses from its callers: those of the runtime's own bookkeeping (a caller who
+    #: took one first would block, or be replayed as, the runtime's write). ``None``: the runtime itself.
+    reserved_op_ids: re.Pattern[str] | None = None
 
     def __init__(self, store: Store | ReadOnlyStore, *, door: Door, policy: Authorizer, clock: Clock | None = None,
                  ids: IdSource | None = None, artifact_dir: Path | None = None,
@@ -170,6 +175,9 @@ class WorldCore:
         digest = request_hash(command, actor, request)
         if op_id is not None:
             check_id("op_id", op_id)
+            if self.reserved_op_ids is not None and self.reserved_op_ids.search(op_id):
+                raise InvalidInput("op_id", f"{op_id!r} is reserved for the runtime's own bookkeeping "
+                                   "(recorded decisions, controller steps, revocations)")
             stored = self.store.operation(op_id)
             if stored is not None:
                 if stored.request_hash != digest or stored.command != command:

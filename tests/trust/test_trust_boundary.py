@@ -128,3 +128,18 @@ def test_a_world_no_epoch_governs_accepts_undecided_writes_until_one_does(tmp_pa
             book.world.compare_and_set_state("alice", "plan", 0, {"step": 1})
     finally:
         book.close()
+
+
+@pytest.mark.parametrize("op_id", ["wak_0123:decide", "ctl:main:12", "revoke-p-1-wak_1"])
+def test_the_runtimes_operation_ids_are_refused_from_the_world(governed: World, op_id: str) -> None:
+    """An agent who took a recorded decision's (or a controller step's) operation id first would block the
+    runtime's write, or have its own result replayed as the runtime's: the World refuses those ids."""
+    from engine.errors import InvalidInput
+
+    book = book_of(governed)
+    before = book.store.read.count("events")
+    with pytest.raises(InvalidInput) as refused:
+        governed.append_event("alice", "note.taken", {"n": 1}, op_id=op_id)
+    assert refused.value.field == "op_id"
+    assert book.store.read.count("events") == before
+    governed.append_event("alice", "note.taken", {"n": 1}, op_id="ctl:main:12:0")  # a follow-up's form is not reserved
