@@ -56,7 +56,7 @@ def _public_reach(root: object, depth: int = 4) -> Iterator[tuple[str, object]]:
                 if isinstance(prop, property):
                     try:
                         attrs[name] = getattr(obj, name)
-                    except Exception:  # noqa: BLE001, S112 - a property that cannot be read leads nowhere
+                    except Exception:  # noqa: BLE001 - a property that cannot be read leads nowhere
                         continue
             nxt.extend((f"{path}.{k}", v) for k, v in attrs.items())
         frontier = nxt
