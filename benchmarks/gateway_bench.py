@@ -11,7 +11,8 @@ Every contender writes to its own fresh SQLite file in a temporary directory, in
 * ``raw floor``: plain :mod:`sqlite3`; per commit ``BEGIN IMMEDIATE``; ``UPDATE state ... WHERE key = ?
   AND version = ?`` (rowcount checked); one event ``INSERT`` (event_id, type, actor, payload, created_at);
   ``COMMIT``.
-* ``Store.commit``: the write gateway called with a ready :class:`~store.WriteRequest` (no World).
+* ``Store.commit``: the write gateway called with a ready :class:`~store.WriteRequest` (no World), through the
+  store's decided door (the one the World writes through).
 * ``World.compare_and_set_state``: the full public call (validation, request hash, policy check with the
   in-process ``LocalScopeRules``, plan, gateway commit, result model); the headline "gateway" figure.
 * ``LangGraph SqliteSaver.put`` (``pip install -e '.[bench]'``): small checkpoints, prebuilt outside the
@@ -30,7 +31,6 @@ from __future__ import annotations
 import argparse
 import gc
 import hashlib
-import inspect
 import json
 import os
 import platform
@@ -50,7 +50,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from engine.world import World
+from engine.policy.enforcement import LocalScopeRules
+from engine.world.book import RuntimeBook, open_world
 from store import DatabaseOptions, Update, WriteRequest
 
 if TYPE_CHECKING:
@@ -89,19 +90,15 @@ def _count_rows(path: Path, table: str) -> int:
         conn.close()
 
 
-def _open_world(directory: Path) -> World:
+def _open_book(directory: Path) -> RuntimeBook:
     """A World on a fresh file, with the in-process policy (``LocalScopeRules``: no PDP round trip, so the
-    figure is the World and its gateway, not Cerbos), and the benchmark's agent registered."""
-    kwargs: dict[str, Any] = {}
-    if "policy" in inspect.signature(World.open).parameters:  # revisions before the policy layer have none
-        from engine.policy.enforcement import LocalScopeRules
-
-        kwargs["policy"] = LocalScopeRules()
-    world = World.open(f"sqlite:///{directory / 'world.sqlite'}", artifact_dir=directory / "artifacts",
-                       options=DatabaseOptions(sqlite_synchronous="NORMAL", busy_timeout_ms=BUSY_TIMEOUT_MS),
-                       **kwargs)
-    world.register_agent(ACTOR, "Benchmark agent", "worker", "bench-term")
-    return world
+    figure is the World and its gateway, not Cerbos), and the benchmark's agent registered; the runtime's
+    book (``book.world`` is the World, ``book.store`` the store)."""
+    book = open_world(f"sqlite:///{directory / 'world.sqlite'}", policy=LocalScopeRules(),
+                      artifact_dir=directory / "artifacts",
+                      options=DatabaseOptions(sqlite_synchronous="NORMAL", busy_timeout_ms=BUSY_TIMEOUT_MS))
+    book.world.register_agent(ACTOR, "Benchmark agent", "worker", "bench-term")
+    return book
 
 
 class Contender(Protocol):
@@ -176,7 +173,8 @@ class _WorldContender:
     """A fresh world on ``directory`` with the benchmark key created at version 1."""
 
     def __init__(self, directory: Path) -> None:
-        self.world = _open_world(directory)
+        self.book = _open_book(directory)
+        self.world = self.book.world
         self.path = directory / "world.sqlite"
         self.version = self.world.compare_and_set_state(ACTOR, KEY, 0, _value(0)).version
         self.events0 = self.committed()
@@ -188,14 +186,14 @@ class _WorldContender:
         return _count_rows(self.path, "events")
 
     def close(self) -> None:
-        self.world.close()
+        self.book.close()
 
 
 class StoreCommit(_WorldContender):
     """The write gateway alone: ``Store.commit(WriteRequest)`` with one CAS ``Update`` per request."""
 
     def run(self, n: int) -> None:
-        commit = self.world.store.commit
+        commit = self.book.store.decided_door().commit
         ids = self.world.ids
         clock = self.world.clock
         for _ in range(n):
@@ -417,9 +415,9 @@ def memory_child(commits: int, traced: int) -> dict[str, Any]:
     traced = min(traced, commits)
     directory = Path(tempfile.mkdtemp(prefix="pmw-bench-memory-"))
     try:
-        world = _open_world(directory)
+        book = _open_book(directory)
         try:
-            cas = world.compare_and_set_state
+            cas = book.world.compare_and_set_state
             v = _cas_loop(cas, cas(ACTOR, KEY, 0, _value(0)).version, 200)  # warm caches: steady state
             gc.collect()
             rss_setup = _rss_now_kib()
@@ -455,7 +453,7 @@ def memory_child(commits: int, traced: int) -> dict[str, Any]:
             if v != commits + 201:
                 raise RuntimeError(f"memory run: expected version {commits + 201}, got {v}")
         finally:
-            world.close()
+            book.close()
         maxrss_closed = _max_rss_kib()
         db_bytes = _db_bytes(directory / "world.sqlite")
     finally:

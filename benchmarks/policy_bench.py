@@ -72,6 +72,7 @@ from engine.policy.pdp_process import ManagedPdp, cerbos_binary
 from engine.runtime import probe_epoch
 from engine.sources import SeededIds, SystemClock
 from engine.world import World
+from engine.world.book import RuntimeBook
 from store import Insert, Store, WriteRequest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -173,15 +174,16 @@ def rooms_of(i: int) -> tuple[str, str]:
     return f"room-{i % N_ROOMS:02d}", f"room-{(i + 3) % N_ROOMS:02d}"
 
 
-def open_world(directory: Path, pdp: CerbosPdp) -> World:
+def open_book(directory: Path, pdp: CerbosPdp) -> RuntimeBook:
     """A world on a SQLite file decided by the PDP (as ``Runtime.open`` builds it), with a governor, 50 worker
-    agents and 10 rooms (every agent active in two)."""
+    agents and 10 rooms (every agent active in two); the runtime's book (``book.world`` is the World)."""
     store = Store(f"sqlite:///{directory / 'world.sqlite'}")
-    world = World(store, policy=PdpAuthorizer(pdp, store.read), clock=SystemClock(), ids=SeededIds(7),
-                  artifact_dir=directory / "artifacts")
-    store.init(world.clock.now_us())
-    world.activate_policy_epoch(probe_epoch(pdp), "benchmark")
-    world.bootstrap_governor("gov", "Governor", "t-gov")
+    book = RuntimeBook(store, policy=PdpAuthorizer(pdp, store.read), clock=SystemClock(), ids=SeededIds(7),
+                       artifact_dir=directory / "artifacts")
+    store.init(book.clock.now_us())
+    book.activate_policy_epoch(probe_epoch(pdp), "benchmark")
+    book.bootstrap_governor("gov", "Governor", "t-gov")
+    world = book.world
     world.activate_session("term:t-gov")
     agents = agent_ids()
     for a in agents:
@@ -193,7 +195,7 @@ def open_world(directory: Path, pdp: CerbosPdp) -> World:
         members = [a for i, a in enumerate(agents) if room in rooms_of(i)]
         world.create_room("gov", f"benchmark room {r}", members=members, room_id=room)
     world.compare_and_set_state(ACTOR, STATE_KEY, 0, {"n": 0})
-    return world
+    return book
 
 
 def _weighted(rng: random.Random, table: Sequence[tuple[Any, int]]) -> Any:
@@ -220,15 +222,16 @@ def memory_rows(n: int, start_us: int, seed: int = 11) -> list[dict[str, Any]]:
     return rows
 
 
-def populate(world: World, rows: list[dict[str, Any]]) -> None:
-    """Seed memory through the write gateway: 1000 inserts per WriteRequest (one event each)."""
+def populate(book: RuntimeBook, rows: list[dict[str, Any]]) -> None:
+    """Seed memory through the write gateway: 1000 inserts per WriteRequest (one event each). A raw set-up
+    write no World call makes, so it goes through the runtime's own door."""
     for start in range(0, len(rows), ROWS_PER_WRITE):
         chunk = rows[start:start + ROWS_PER_WRITE]
-        world.store.commit(WriteRequest(
-            op_id=world.ids.new("op"), command="bench.seed_memory",
+        book._door.commit(WriteRequest(
+            op_id=book.ids.new("op"), command="bench.seed_memory",
             request_hash=hashlib.sha256(f"seed-{start}".encode()).hexdigest(), actor_id="gov",
-            event_id=world.ids.new("evt"), event_type="bench.memory_seeded", subject_kind="memory",
-            subject_id=chunk[0]["memory_id"], created_at_us=world.clock.now_us(), result={"rows": len(chunk)},
+            event_id=book.ids.new("evt"), event_type="bench.memory_seeded", subject_kind="memory",
+            subject_id=chunk[0]["memory_id"], created_at_us=book.clock.now_us(), result={"rows": len(chunk)},
             changes=[Insert("memory", r, "memory", r["memory_id"]) for r in chunk]))
 
 
@@ -524,7 +527,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     managed: ManagedPdp | None = None
     pdp: CerbosPdp | None = None
     raw: RawCerbos | None = None
-    world: World | None = None
+    book: RuntimeBook | None = None
     try:
         t0 = time.perf_counter()
         deployment = governance.deploy(REPO / "policies", tmp / "policy-deploys")
@@ -535,11 +538,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         pdp = CerbosPdp(address)
         raw = RawCerbos(address.grpc)
         t0 = time.perf_counter()
-        world = open_world(tmp, pdp)
+        book = open_book(tmp, pdp)
+        world = book.world
         authz = world.policy
         assert isinstance(authz, PdpAuthorizer)
         rows = memory_rows(args.rows, world.clock.now_us() - 10 * args.rows)
-        populate(world, rows)
+        populate(book, rows)
         assert world.store.read.count("memory") == args.rows
         print(f"world seeded: {N_AGENTS} agents, {N_ROOMS} rooms, {args.rows:,} memory rows "
               f"in {time.perf_counter() - t0:.1f} s", flush=True)
@@ -548,8 +552,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         del rows
         projection(world, authz, args.rows, args.proj_rounds, args.check_rows, rep)
     finally:
-        if world is not None:
-            world.close()
+        if book is not None:
+            book.close()
         if raw is not None:
             raw.close()
         if pdp is not None:

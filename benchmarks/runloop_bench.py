@@ -43,7 +43,7 @@ from engine.protocol.worker import Worker
 from engine.runloop import InProcessRunner
 from engine.runtime import probe_epoch
 from engine.sources import Clock, ManualClock, SeededIds, SystemClock
-from engine.world import World
+from engine.world.book import RuntimeBook
 from engine.world.projection import WorldView
 from store import Store
 
@@ -60,19 +60,22 @@ def bumper(key: str) -> RuleAgent:
     return RuleAgent([rule])
 
 
-def open_world(tmp: Path, pdp: CerbosPdp, name: str, agents: int, clock: Clock | None = None) -> World:
+def open_book(tmp: Path, pdp: CerbosPdp, name: str, agents: int, clock: Clock | None = None) -> RuntimeBook:
+    """A world on a SQLite file decided by ``pdp``, its governor and ``agents`` granted agents; the runtime's
+    book (``book.world`` is the World)."""
     store = Store(f"sqlite:///{tmp / name}.db")
-    world = World(store, policy=PdpAuthorizer(pdp, store.read), clock=clock or SystemClock(), ids=SeededIds(1))
-    store.init(world.clock.now_us())
-    world.activate_policy_epoch(probe_epoch(pdp), "bench")
-    world.bootstrap_governor("gov", "Governor", "t-gov")
+    book = RuntimeBook(store, policy=PdpAuthorizer(pdp, store.read), clock=clock or SystemClock(), ids=SeededIds(1))
+    store.init(book.clock.now_us())
+    book.activate_policy_epoch(probe_epoch(pdp), "bench")
+    book.bootstrap_governor("gov", "Governor", "t-gov")
+    world = book.world
     world.activate_session("term:t-gov")
     for i in range(agents):
         a = f"a{i:03d}"
         world.register_agent(a, a, "worker", f"t-{a}")
         world.activate_session(f"term:t-{a}")
         world.grant("gov", a, capabilities=["state.write", "wake.enqueue"])
-    return world
+    return book
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -86,7 +89,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"wakes": args.wakes, "agents": args.agents, "load_start": os.getloadavg()[0]}
     try:
         # 1. baseline: the effect alone
-        world = open_world(tmp, pdp, "baseline", args.agents)
+        book = open_book(tmp, pdp, "baseline", args.agents)
+        world = book.world
         versions = dict.fromkeys(agents, 0)
         t0 = time.perf_counter()
         for n in range(args.wakes):
@@ -94,31 +98,33 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             world.compare_and_set_state(a, f"{a}-n", versions[a], versions[a] + 1)
             versions[a] += 1
         base = (time.perf_counter() - t0) / args.wakes
-        world.close()
+        book.close()
         out["baseline_writes_per_s"] = 1 / base
 
         # 2. worker cycles, wakes queued up front
-        world = open_world(tmp, pdp, "worker", args.agents)
+        book = open_book(tmp, pdp, "worker", args.agents)
+        world = book.world
         for n in range(args.wakes):
             world.enqueue_wake("gov", agents[n % len(agents)], "bench", f"k{n}")
-        worker = Worker(world, "bench-worker", {a: bumper(f"{a}-n") for a in agents})
+        worker = Worker(book, "bench-worker", {a: bumper(f"{a}-n") for a in agents})
         t0 = time.perf_counter()
         cycles = worker.run_until_idle(max_cycles=args.wakes + 1)
         spent = time.perf_counter() - t0
         assert len(cycles) == args.wakes and all(c.receipt.outcome.value == "acted" for c in cycles)
         out["worker_cycles_per_s"] = len(cycles) / spent
         out["worker_cycle_vs_baseline"] = (spent / len(cycles)) / base
-        world.close()
+        book.close()
 
         # 3. controller in the loop: each event wakes one subscriber
         clock = ManualClock()  # world time: the storm rules' 2 s cooldown is waited out between rounds
-        world = open_world(tmp, pdp, "controller", args.agents, clock)
+        book = open_book(tmp, pdp, "controller", args.agents, clock)
+        world = book.world
         world.register_agent("src", "src", "worker", "t-src")
         world.activate_session("term:t-src")
         world.grant("gov", "src", capabilities=["state.write"])
         for n, a in enumerate(agents):
             world.subscribe(a, f"src-{n}")
-        runner = InProcessRunner(world, adapters={a: bumper(f"{a}-n") for a in agents})
+        runner = InProcessRunner(book, adapters={a: bumper(f"{a}-n") for a in agents})
         runner.start()
         runner.run_until_quiet()  # the set-up's own events (subscriptions, grants) are observed first
         src_versions = dict.fromkeys(range(len(agents)), 0)
@@ -138,7 +144,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         out["controller_cycles"] = done
         out["controller_cycles_per_s"] = done / total if total else 0.0
         out["controller_cycle_vs_baseline"] = (total / done) / base if done else None
-        world.close()
+        book.close()
     finally:
         pdp.close()
         pdp_process.stop()

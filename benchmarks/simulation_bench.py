@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.runloop_bench import open_world
+from benchmarks.runloop_bench import open_book
 from simulations.driver import ScenarioDriver, open_runtime
 from simulations.generator import workload
 from simulations.metrics import compute_metrics
@@ -84,14 +84,14 @@ class Recorder:
 
 
 def baseline_write_s(tmp: Path, runtime: Any, writes: int = 300) -> float:
-    world = open_world(tmp, runtime.pdp, "baseline", 1)
+    book = open_book(tmp, runtime.pdp, "baseline", 1)
     try:
         t0 = time.perf_counter()
         for n in range(writes):
-            world.compare_and_set_state("a000", "bench", n, n + 1)
+            book.world.compare_and_set_state("a000", "bench", n, n + 1)
         return (time.perf_counter() - t0) / writes
     finally:
-        world.close()
+        book.close()
 
 
 def segment_costs(points: list[tuple[float, float, int, float]]) -> list[float]:
@@ -111,11 +111,11 @@ def child(agents: int, size: int, seed: int, deadline_min: float) -> dict[str, A
     out: dict[str, Any] = {"agents": agents, "size": size, "seed": seed, "load_start": os.getloadavg()[0]}
     try:
         out["baseline_write_s"] = baseline_write_s(tmp, runtime)
-        driver = ScenarioDriver(scenario, runtime.world, work_dir=tmp / "run" / "work")
+        driver = ScenarioDriver(scenario, runtime.book, work_dir=tmp / "run" / "work")
         t0 = time.perf_counter()
         driver.setup()
         out["setup_s"] = time.perf_counter() - t0
-        read = runtime.world.store.read
+        read = runtime.store.read
         rec = Recorder(time.perf_counter(), int(read.last_seq()), read.last_seq,
                        time.perf_counter() + deadline_min * 60 - out["setup_s"])
         driver.progress = rec
@@ -139,7 +139,7 @@ def child(agents: int, size: int, seed: int, deadline_min: float) -> dict[str, A
         out["growth_within_run"] = (out["last_fifth_s"] / out["first_fifth_s"]) if costs else None
         if run is not None:
             t0 = time.perf_counter()
-            metrics, _ = compute_metrics(scenario, runtime.world.store, run.start_us, run.stop_us)
+            metrics, _ = compute_metrics(scenario, runtime.store, run.start_us, run.stop_us)
             out["metrics_s"] = time.perf_counter() - t0
             out["metrics_events"] = metrics.events
             out["figures"] = {"task_quality": metrics.task_quality, "wake_efficiency": metrics.wake_efficiency,

@@ -23,7 +23,7 @@ from pathlib import Path
 from engine.errors import InvalidInput, PolicyDenied, VersionConflict
 from engine.models.common import Model, canonical_json
 from engine.sources import ManualClock, SeededIds
-from engine.world import World
+from engine.world.book import RuntimeBook
 
 DEMO_SEED = 2026
 DEMO_DB_NAME = "world.db"
@@ -77,14 +77,15 @@ def prepare_demo_db(out: Path) -> str:
     return f"sqlite:///{db.resolve()}"
 
 
-def run_demo(world: World, echo: Echo) -> DemoSummary:
-    """Run the scenario on an empty, PDP-decided ``world`` (else ``InvalidInput``); narrate through ``echo``.
+def run_demo(book: RuntimeBook, echo: Echo) -> DemoSummary:
+    """Run the scenario on an empty, PDP-decided world (``book.world``; else ``InvalidInput``); narrate through
+    ``echo``. The book bootstraps the governor and checks the fold at the end.
 
     Empty means: nothing in the log but the runtime's record of the policy epoch it activated."""
-    events = [e for e in world.store.read.events(0, 1000) if e["event_type"] != "policy.activated"]
+    events = [e for e in book.store.read.events(0, 1000) if e["event_type"] != "policy.activated"]
     if events:
         raise InvalidInput("--db", f"the demo needs an empty database; this one has {len(events)} events")
-    demo = _Demo(world, echo)
+    demo = _Demo(book, echo)
     for step in (demo.governance, demo.agents, demo.denied, demo.task_and_state, demo.allowed, demo.stale_write,
                  demo.wakes, demo.memory, demo.artifact, demo.handoff):
         step()
@@ -94,8 +95,9 @@ def run_demo(world: World, echo: Echo) -> DemoSummary:
 class _Demo:
     """The scenario, one method per step; ``check`` records each expectation."""
 
-    def __init__(self, world: World, echo: Echo) -> None:
-        self.w = world
+    def __init__(self, book: RuntimeBook, echo: Echo) -> None:
+        self.book = book
+        self.w = book.world
         self.echo = echo
         self.checks: dict[str, bool] = {}
         self.step_no = 0
@@ -115,7 +117,7 @@ class _Demo:
 
     def governance(self) -> None:
         gov, name, term = GOVERNOR
-        reg = self.w.bootstrap_governor(gov, name, term)
+        reg = self.book.bootstrap_governor(gov, name, term)
         self.say(f"{gov} bootstrapped as the world's first governor on {term} (role {reg.agent.role_id}); "
                  f"policy epoch {self.epoch()}")
 
@@ -241,14 +243,15 @@ class _Demo:
                    task.assignee == "reviewer" and task.status == "completed")
 
     def finish(self) -> DemoSummary:
-        folded = self.w.rebuild_state(from_snapshot=False) == self.w.state_image()
+        folded = self.book.rebuild_state(from_snapshot=False) == self.book.state_image()
         self.check("fold(events) == state", folded)
         snap = self.w.take_snapshot("planner")
-        self.check("snapshot + tail == state", self.w.rebuild_state(from_snapshot=True) == self.w.state_image())
+        self.check("snapshot + tail == state",
+                   self.book.rebuild_state(from_snapshot=True) == self.book.state_image())
         self.say(f"snapshot {snap.snapshot_id} taken at event {snap.at_seq}")
-        read = self.w.store.read
+        read = self.book.store.read
         summary = DemoSummary(
-            db_url=_masked(self.w.store.url), events=read.count("events"), tasks=read.count("tasks"),
+            db_url=_masked(self.book.store.url), events=read.count("events"), tasks=read.count("tasks"),
             wakes=read.count("wakes"), receipts=read.count("receipts"), snapshot_id=snap.snapshot_id,
             snapshot_at_seq=snap.at_seq, fold_equals_state=folded, checks=self.checks,
             ok=all(self.checks.values()))

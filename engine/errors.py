@@ -25,6 +25,7 @@ durable_rules) are mapped at the boundary with ``raise ... from exc``; they neve
     ├── NotPermitted                 not_permitted            6   (actor, action, kind, id, reason)
     │   ├── PolicyDenied             policy_denied            6   (+ policy_epoch)
     │   └── ApprovalInvalid          approval_invalid         6   (+ approval_id)
+    ├── UndecidedWrite               undecided_write          6   (command, current_epoch)
     ├── ArtifactCorrupted            artifact_corrupted       7   (artifact_id, version, expected, actual)
     ├── StoreUnavailable             store_unavailable        8   (reason)
     └── PolicyUnavailable            policy_unavailable       9   (reason)
@@ -196,6 +197,24 @@ class PolicyEpochChanged(ConflictError):
         return {"decided_under": self.decided_under, "current": self.current}
 
 
+class UndecidedWrite(PMWError):
+    """A write that carries no policy decision reached the gateway of a world a policy epoch governs. Only the
+    runtime's own bookkeeping (bootstrap, epochs, recorded decisions, controller steps, revocations, denial
+    records) may write undecided, and only through the object the runtime keeps."""
+
+    code = "undecided_write"
+    exit_code = 6
+
+    def __init__(self, command: str, current_epoch: str | None) -> None:
+        super().__init__(f"{command!r} carries no policy decision; the world is governed by epoch "
+                         f"{current_epoch!r}: every write must be decided")
+        self.command = command
+        self.current_epoch = current_epoch
+
+    def details(self) -> dict[str, Any]:
+        return {"command": self.command, "current_epoch": self.current_epoch}
+
+
 class LeaseHeld(ConflictError):
     """The wake is leased to another worker (or the caller's lease expired and was taken)."""
 
@@ -362,6 +381,7 @@ __all__ = [
     "StoreUnavailable",
     "TargetUnresolved",
     "TerminalOwned",
+    "UndecidedWrite",
     "VersionConflict",
 ]
 

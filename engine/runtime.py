@@ -26,6 +26,7 @@ from engine.policy.pdp_process import ManagedPdp, PdpAddress
 from engine.settings import Settings, load_settings
 from engine.sources import Clock, IdSource
 from engine.world import RevocationReport, World
+from engine.world.book import RuntimeBook
 from engine.world.permissions import OBJECT_TABLES
 from store import Store
 
@@ -65,13 +66,23 @@ class Explanation(Model):
 
 
 class Runtime:
-    """Owns the PDP (if it started one), the PDP client and the world. Use as a context manager."""
+    """Owns the PDP (if it started one), the PDP client, the store and the runtime's book. Use as a context
+    manager. :attr:`world` is the agent-facing World (hand it to agents); :attr:`book` is the runtime's own
+    bookkeeping (workers, controllers and the governance path use it; never hand it to an agent)."""
 
-    def __init__(self, world: World, pdp: CerbosPdp, managed: ManagedPdp | None, settings: Settings) -> None:
-        self.world = world
+    def __init__(self, book: RuntimeBook, pdp: CerbosPdp, managed: ManagedPdp | None, settings: Settings) -> None:
+        self.book = book
         self.pdp = pdp
         self.managed = managed
         self.settings = settings
+
+    @property
+    def world(self) -> World:
+        return self.book.world
+
+    @property
+    def store(self) -> Store:
+        return self.book.store
 
     @staticmethod
     def deploy_root(settings: Settings) -> Path:
@@ -95,23 +106,23 @@ class Runtime:
         try:
             settings.ensure_sqlite_parent()
             store = Store(settings.db_url, settings.database_options())
-            world = World(store, policy=PdpAuthorizer(pdp, store.read), clock=clock, ids=ids,
-                          artifact_dir=settings.resolved_artifact_dir())
-            store.init(world.clock.now_us())
-            world.activate_policy_epoch(probe_epoch(pdp), str(settings.policy_dir))
+            book = RuntimeBook(store, policy=PdpAuthorizer(pdp, store.read), clock=clock, ids=ids,
+                               artifact_dir=settings.resolved_artifact_dir())
+            store.init(book.clock.now_us())
+            book.activate_policy_epoch(probe_epoch(pdp), str(settings.policy_dir))
         except BaseException:
             pdp.close()
             if managed is not None:
                 managed.stop()
             raise
-        return cls(world, pdp, managed, settings)
+        return cls(book, pdp, managed, settings)
 
     def reload_policies(self, source: Path | None = None, *, observe_timeout_s: float = 10.0) -> ReloadReport:
         """Validate and deploy ``source`` (default ``PMW_POLICY_DIR``), reload the PDP, wait until it decides
         under the new epoch, record the epoch, then re-decide queued work. A broken set raises
         ``PolicyRejected`` and changes nothing; a PDP that keeps the old epoch raises ``PolicyUnavailable``."""
         started = time.monotonic()
-        previous = self.world.current_policy_epoch()
+        previous = self.book.current_policy_epoch()
         deployment = governance.deploy(source or self.settings.policy_dir, self.deploy_root(self.settings))
         self.pdp.reload()
         if isinstance(self.world.policy, PdpAuthorizer):
@@ -121,9 +132,9 @@ class Runtime:
             if time.monotonic() > deadline:
                 raise PolicyUnavailable(f"the PDP still decides under {seen!r} after reloading {deployment.epoch!r}")
             time.sleep(0.05)
-        self.world.activate_policy_epoch(deployment.epoch, str(source or self.settings.policy_dir))
+        self.book.activate_policy_epoch(deployment.epoch, str(source or self.settings.policy_dir))
         observed = time.monotonic()
-        revoked = self.world.recheck_queued_work(deployment.epoch)
+        revoked = self.book.recheck_queued_work(deployment.epoch)
         return ReloadReport(previous_epoch=previous.epoch if previous else None, epoch=deployment.epoch,
                             reload_seconds=observed - started, revocation_seconds=time.monotonic() - observed,
                             revoked=revoked)
@@ -134,7 +145,7 @@ class Runtime:
         if action not in ACTIONS.get(kind, {}):
             raise InvalidInput("action", f"{kind!r} has no action {action!r}; kinds and actions: "
                                "docs/policy-contract.md")
-        read = self.world.store.read
+        read = self.store.read
         agent = read.get("agents", agent_id=principal_id)
         if agent is None:
             raise NotFound("agent", principal_id)
@@ -152,7 +163,7 @@ class Runtime:
                            derived_roles=decision.derived_roles, principal_attr=p.attr, resource_attr=res.attr)
 
     def close(self) -> None:
-        self.world.close()
+        self.book.close()
         self.pdp.close()
         if self.managed is not None:
             self.managed.stop()

@@ -44,6 +44,7 @@ from engine.runtime import Runtime
 from engine.settings import Settings, load_settings, sqlite_file
 from engine.sources import ManualClock, SeededIds
 from engine.world import World
+from engine.world.book import RuntimeBook
 from engine.world.projection import WorldView
 from simulations.behaviours import TaskPlan, build_behaviour
 from simulations.rules import prepare_rules
@@ -142,11 +143,13 @@ class Thinking:
 class ScenarioDriver:
     """Sets up a scenario's world and plays its timeline on it through an in-process runner."""
 
-    def __init__(self, scenario: Scenario, world: World, hooks: Hooks | None = None, *, work_dir: Path,
+    def __init__(self, scenario: Scenario, book: RuntimeBook, hooks: Hooks | None = None, *, work_dir: Path,
                  progress: Progress | None = None) -> None:
+        world = book.world
         if not isinstance(world.clock, ManualClock):
             raise TypeError("a simulation needs the world's clock to be a ManualClock")
         self.s = scenario
+        self.book = book
         self.world = world
         self.clock: ManualClock = world.clock
         self.hooks = hooks or Hooks()
@@ -157,7 +160,7 @@ class ScenarioDriver:
         self.work_dir = work_dir
         rule_dir = prepare_rules(scenario.resolve_path(scenario.rules.dir), scenario.rules.constants,
                                  work_dir / "rules")
-        self.runner = InProcessRunner(world, adapters=adapters, rule_dir=rule_dir, governor=self.gov,
+        self.runner = InProcessRunner(book, adapters=adapters, rule_dir=rule_dir, governor=self.gov,
                                       worker_id=WORKER_ID, world_id=WORLD_ID)
         self.start_us = self.clock.now_us()
         self.stop_us = self.start_us + _us(scenario.stop.at_s)
@@ -175,7 +178,7 @@ class ScenarioDriver:
 
     def setup(self) -> None:
         w, gov = self.world, self.gov
-        w.bootstrap_governor(gov, "Governor", f"term-{gov}")
+        self.book.bootstrap_governor(gov, "Governor", f"term-{gov}")
         w.activate_session(f"term:term-{gov}")
         w.grant(gov, gov, capabilities=list(GOVERNOR_CAPABILITIES))
         for a in self.s.agents:
@@ -408,11 +411,11 @@ class ScenarioDriver:
         self._result("rule_change", i, "reloaded")
 
 
-def run_scenario(scenario: Scenario, world: World, *, work_dir: Path, hooks: Hooks | None = None,
+def run_scenario(scenario: Scenario, book: RuntimeBook, *, work_dir: Path, hooks: Hooks | None = None,
                  progress: Progress | None = None) -> SimulationRun:
-    """Run ``scenario`` on ``world`` (empty but for the runtime's policy epoch; its clock a ManualClock at the
-    scenario's start). Rule files, with the scenario's constants applied, are written under ``work_dir``."""
-    driver = ScenarioDriver(scenario, world, hooks, work_dir=work_dir, progress=progress)
+    """Run ``scenario`` on ``book.world`` (empty but for the runtime's policy epoch; its clock a ManualClock at
+    the scenario's start). Rule files, with the scenario's constants applied, are written under ``work_dir``."""
+    driver = ScenarioDriver(scenario, book, hooks, work_dir=work_dir, progress=progress)
     try:
         return driver.run()
     finally:
@@ -437,7 +440,7 @@ def open_runtime(scenario: Scenario, out: Path, *, db_url: str | None = None,
     data_dir = {"policy_deploy_root": out / "policy-deploys"} if sqlite_file(url) is None else {}
     chosen = base.model_copy(update={"db_url": url, "artifact_dir": out / "artifacts", **data_dir})
     runtime = Runtime.open(chosen, clock=ManualClock(scenario.clock.start_us()), ids=SeededIds(scenario.seed))
-    events = [e for e in runtime.world.store.read.events(0, 10) if e["event_type"] != "policy.activated"]
+    events = [e for e in runtime.store.read.events(0, 10) if e["event_type"] != "policy.activated"]
     if events:
         runtime.close()
         raise InvalidInput("--db", f"a simulation needs an empty world; this one has {len(events)}+ events")
@@ -451,7 +454,7 @@ def simulate(scenario: Scenario, out: Path, *, db_url: str | None = None, settin
     runtime = open_runtime(scenario, out, db_url=db_url, settings=settings)
     try:
         hooks = Hooks(managed_pdp=runtime.managed, reload_policies=runtime.reload_policies)
-        run = run_scenario(scenario, runtime.world, work_dir=out / "work", hooks=hooks, progress=progress)
+        run = run_scenario(scenario, runtime.book, work_dir=out / "work", hooks=hooks, progress=progress)
     except BaseException:
         runtime.close()
         raise

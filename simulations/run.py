@@ -57,8 +57,8 @@ def run_scenario_file(scenario: Scenario, out: Path, *, db_url: str | None = Non
     """Run a loaded scenario into ``out`` (metrics.json, events.jsonl, report.md/.html, PNGs)."""
     run, runtime = simulate(scenario, out, db_url=db_url, settings=settings, progress=progress)
     try:
-        metrics, series = compute_metrics(scenario, runtime.world.store, run.start_us, run.stop_us)
-        expectations = write_report(out, scenario, metrics, series, runtime.world.store, plots=plots)
+        metrics, series = compute_metrics(scenario, runtime.store, run.start_us, run.stop_us)
+        expectations = write_report(out, scenario, metrics, series, runtime.store, plots=plots)
     finally:
         runtime.close()
     return Result(scenario, metrics, expectations, out)

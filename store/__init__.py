@@ -1,7 +1,18 @@
 """The SQL store: every SQL statement of PMW lives in this package.
 
-:class:`Store` is the one object the engine holds: ``init()`` applies migrations, ``read`` answers
-queries, ``commit()`` is the write gateway (the only way anything is written).
+:class:`Store` is the one object the runtime holds: ``init()`` applies migrations, ``read`` answers
+queries, and the write gateway (:mod:`store.gateway`, the only way anything is written) is reached through
+one of two doors:
+
+- :meth:`Store.decided_door`: for the agent-facing World. Every request must carry the policy decision it
+  was taken under; in a world a policy epoch governs, a request without one is refused
+  (:class:`~engine.errors.UndecidedWrite`).
+- :meth:`Store.runtime_door`: for the runtime's own bookkeeping (bootstrap, epochs, recorded decisions,
+  controller steps, revocations, denial records), which no agent's authority covers. It is handed out once
+  per store, to the object the runtime keeps (:class:`engine.world.book.RuntimeBook`).
+
+:class:`ReadOnlyStore` is what the agent-facing World holds of the store: reads and the operation ledger,
+no door, no connection.
 """
 
 from __future__ import annotations
@@ -15,32 +26,75 @@ from store.reads import Reader, Row
 from store.schema import STATE_TABLES, primary_key
 
 
-class Store:
-    """One database: migrations, reads and the write gateway."""
+class Door:
+    """One way into the write gateway (see the module docstring)."""
 
-    def __init__(self, url: str, options: DatabaseOptions | None = None) -> None:
-        self.url = url
-        self.db = Database(url, options)
-        self.read = Reader(self.db)
-        self._hooks: tuple[CommitHook, ...] = ()
-
-    @property
-    def dialect(self) -> str:
-        return self.db.dialect
-
-    def init(self, now_us: int) -> list[int]:
-        """Apply pending migrations (idempotent); returns the versions applied now."""
-        return migrate(self.db, now_us)
-
-    def schema_version(self) -> int:
-        return current_version(self.db)
+    def __init__(self, store: Store, *, undecided_ok: bool) -> None:
+        self._store = store
+        self._undecided_ok = undecided_ok
 
     def commit(self, request: WriteRequest) -> CommitOutcome:
         """The write gateway: see :mod:`store.gateway`."""
-        return commit(self.db, request, self._hooks)
+        return commit(self._store._db, request, self._store._hooks, undecided_ok=self._undecided_ok)
+
+
+class ReadOnlyStore:
+    """What the agent-facing World holds of a store: its reader and the operation ledger."""
+
+    def __init__(self, store: Store) -> None:
+        self.read = store.read
+        self._store = store
+
+    @property
+    def dialect(self) -> str:
+        return self._store.dialect
 
     def operation(self, op_id: str) -> StoredOperation | None:
-        return lookup_operation(self.db, op_id)
+        return self._store.operation(op_id)
+
+
+class Store:
+    """One database: migrations, reads and the two doors to the write gateway."""
+
+    def __init__(self, url: str, options: DatabaseOptions | None = None) -> None:
+        self.url = url
+        self._db = Database(url, options)
+        self.read = Reader(self._db)
+        self._hooks: tuple[CommitHook, ...] = ()
+        self._runtime_door_taken = False
+
+    def decided_door(self) -> Door:
+        """The door for decided writes (any number of them)."""
+        return Door(self, undecided_ok=False)
+
+    def runtime_door(self) -> Door:
+        """The door for the runtime's own bookkeeping: handed out once per store, to the runtime."""
+        if self._runtime_door_taken:
+            raise RuntimeError("the runtime door of this store was handed out already")  # a programming error
+        self._runtime_door_taken = True
+        return Door(self, undecided_ok=True)
+
+    def read_only(self) -> ReadOnlyStore:
+        return ReadOnlyStore(self)
+
+    @property
+    def dialect(self) -> str:
+        return self._db.dialect
+
+    @property
+    def db(self) -> Database:
+        """The database (migrations, tests and benchmarks that measure the driver; never the World)."""
+        return self._db
+
+    def init(self, now_us: int) -> list[int]:
+        """Apply pending migrations (idempotent); returns the versions applied now."""
+        return migrate(self._db, now_us)
+
+    def schema_version(self) -> int:
+        return current_version(self._db)
+
+    def operation(self, op_id: str) -> StoredOperation | None:
+        return lookup_operation(self._db, op_id)
 
     def on_commit(self, hook: CommitHook) -> None:
         """Call ``hook(request)`` after every successful commit in this process (wake signals)."""
@@ -48,12 +102,12 @@ class Store:
 
     def listener(self) -> Listener | None:
         """A cross-process commit listener (PostgreSQL ``LISTEN``); ``None`` on SQLite, which has none."""
-        if self.db.dialect != "postgresql":
+        if self._db.dialect != "postgresql":
             return None
-        return Listener(self.db.engine.url.render_as_string(hide_password=False))
+        return Listener(self._db.engine.url.render_as_string(hide_password=False))
 
     def close(self) -> None:
-        self.db.dispose()
+        self._db.dispose()
 
 
 STATE_TABLE_KEYS: dict[str, tuple[str, ...]] = {t.name: primary_key(t) for t in STATE_TABLES}
@@ -64,8 +118,10 @@ __all__ = [
     "Change",
     "CommitOutcome",
     "DatabaseOptions",
+    "Door",
     "Insert",
     "Provenance",
+    "ReadOnlyStore",
     "Reader",
     "Row",
     "Store",

@@ -13,6 +13,12 @@
    :class:`~engine.errors.NotFound` from :class:`~engine.errors.VersionConflict` (with the current version);
 3. insert the provenance edges.
 
+Before any of this, the policy decision is checked: a request decided under a policy epoch commits only while
+that epoch is current (:class:`~engine.errors.PolicyEpochChanged`), and a request that carries no decision is
+refused (:class:`~engine.errors.UndecidedWrite`) in any world a policy epoch governs, unless it comes through
+the runtime's own door (``undecided_ok``: bootstrap, epoch activation, recorded decisions, controller steps,
+revocations, denial records).
+
 Success is returned only after commit; any error rolls the whole transaction back.
 
 The statements run on the driver's cursor with SQL text built once per (dialect, table, columns): a
@@ -37,6 +43,7 @@ from engine.errors import (
     PMWError,
     PolicyEpochChanged,
     StoreUnavailable,
+    UndecidedWrite,
     VersionConflict,
 )
 from store.changes import CommitOutcome, Insert, Provenance, StoredOperation, Update, WriteRequest
@@ -177,18 +184,22 @@ class _Tx:
         except self.db.integrity_error as exc:
             raise _DuplicateOperationError from exc  # event ids are fresh; only op_id can collide
 
-    def check_epoch(self, request: WriteRequest) -> None:
-        """A write decided under a policy epoch commits only while that epoch is still the current one."""
-        if request.policy_epoch is None:
-            return
+    def check_epoch(self, request: WriteRequest, *, undecided_ok: bool) -> None:
+        """A decided write commits only while the epoch it was decided under is still the current one; a write
+        with no decision commits only through the runtime's door (``undecided_ok``) or, with no PDP, in a world
+        that no policy epoch has ever governed (the store's own tests, single-user embedded use)."""
         self.cur.execute("SELECT epoch FROM policy_epochs ORDER BY activated_at_us DESC, epoch DESC LIMIT 1")
         row = self.cur.fetchone()
         current = row[0] if row is not None else None
+        if request.policy_epoch is None:
+            if undecided_ok or current is None:
+                return
+            raise UndecidedWrite(request.command, current)
         if current != request.policy_epoch:
             raise PolicyEpochChanged(request.policy_epoch, current)
 
-    def apply(self, request: WriteRequest) -> None:
-        self.check_epoch(request)
+    def apply(self, request: WriteRequest, *, undecided_ok: bool) -> None:
+        self.check_epoch(request, undecided_ok=undecided_ok)
         changes: list[Insert | Update] = [*request.changes,
                                           *(_provenance_row(request, e) for e in request.provenance)]
         if self.dialect == "sqlite":  # one writer at a time: log order is commit order already
@@ -254,15 +265,17 @@ def _replay(db: Database, request: WriteRequest) -> CommitOutcome:
     return CommitOutcome(result=stored.result, event_id=stored.event_id, replayed=True)
 
 
-def commit(db: Database, request: WriteRequest, hooks: tuple[CommitHook, ...] = ()) -> CommitOutcome:
-    """Apply ``request`` atomically; see the module docstring for the contract.
+def commit(db: Database, request: WriteRequest, hooks: tuple[CommitHook, ...] = (), *,
+           undecided_ok: bool = False) -> CommitOutcome:
+    """Apply ``request`` atomically; see the module docstring for the contract. ``undecided_ok``: the
+    request may carry no policy decision (only the runtime's own door, :class:`store.RuntimeDoor`, says so).
 
     Raises ``OperationConflict``, ``VersionConflict``, ``NotFound``, ``AlreadyExists``, ``InvalidInput``
     (a reference to a missing object) or ``StoreUnavailable``; in every case nothing was written.
     """
     try:
         with db.write_cursor() as cur:
-            _Tx(db, cur).apply(request)
+            _Tx(db, cur).apply(request, undecided_ok=undecided_ok)
     except _DuplicateOperationError:
         return _replay(db, request)
     except (VersionConflict, NotFound, AlreadyExists):

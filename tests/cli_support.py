@@ -31,6 +31,7 @@ from engine.policy.pdp_process import ManagedPdp, PdpAddress, cerbos_binary
 from engine.runtime import Runtime
 from engine.settings import Settings, load_settings
 from engine.world import World
+from engine.world.book import RuntimeBook
 from store import Store
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -203,6 +204,12 @@ class Pmw:
         """The world under the same PDP, in-process (for fast set-up)."""
         with Runtime.open(self.pdp.settings(self.db_url)) as runtime:
             yield runtime.world
+
+    @contextmanager
+    def book(self) -> Iterator[RuntimeBook]:
+        """The runtime's book of the same world, in-process (for the runtime's side of a check)."""
+        with Runtime.open(self.pdp.settings(self.db_url)) as runtime:
+            yield runtime.book
 
     def agents(self, *agents: str, roles: Mapping[str, str] | None = None, caps: Sequence[str] = ALL_CAPS,
                clearance: int = 0, governor: str = GOVERNOR) -> None:

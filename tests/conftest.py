@@ -1,5 +1,10 @@
 """Shared fixtures: every store backend (SQLite in memory, SQLite file, a real PostgreSQL the tests
-start themselves), worlds with an injected clock and ids."""
+start themselves), worlds with an injected clock and ids.
+
+Tests play the runtime: a world is opened as the runtime opens it (:func:`engine.world.book.open_world`),
+the fixtures hand the test the agent-facing World, and :func:`book_of` gives back the runtime's book of
+that world (bootstrap, recorded decisions, controller steps, epochs, state images) for the runtime's part
+of a test. Nothing reachable from a World leads to its book."""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from engine.policy.enforcement import LocalScopeRules, PdpAuthorizer
 from engine.policy.pdp_process import ManagedPdp
 from engine.sources import ManualClock, SeededIds
 from engine.world import World
+from engine.world.book import RuntimeBook, open_world
 from store import Store
 from tests.pg_cluster import INSTALL_HINT, PgCluster, binaries_available
 
@@ -73,11 +79,36 @@ def clock() -> ManualClock:
     return ManualClock()
 
 
+_BOOKS: dict[int, RuntimeBook] = {}
+
+
+def kept(book: RuntimeBook) -> World:
+    """``book.world``, remembered so that :func:`book_of` finds its book."""
+    _BOOKS[id(book.world)] = book
+    return book.world
+
+
+def book_of(world: World) -> RuntimeBook:
+    """The runtime's book of a world a test opened (through :func:`kept`)."""
+    return _BOOKS[id(world)]
+
+
+def close_world(world: World) -> None:
+    """Close the store of a world a test opened."""
+    _BOOKS.pop(id(world)).close()
+
+
+def open_local_world(url: str, artifact_dir: Path, *, clock: ManualClock | None = None, seed: int = 7) -> World:
+    """A world with no PDP (the store's own rules only), as the store's conformance tests use."""
+    return kept(open_world(url, policy=LocalScopeRules(), artifact_dir=artifact_dir, clock=clock or ManualClock(),
+                           ids=SeededIds(seed)))
+
+
 @pytest.fixture
 def world(db_url: str, tmp_path: Path, clock: ManualClock) -> Iterator[World]:
-    w = World.open(db_url, policy=LocalScopeRules(), artifact_dir=tmp_path / "artifacts", clock=clock, ids=SeededIds(7))
+    w = open_local_world(db_url, tmp_path / "artifacts", clock=clock)
     yield w
-    w.close()
+    close_world(w)
 
 
 @pytest.fixture
@@ -135,11 +166,12 @@ def open_pdp_world(url: str, pdp: CerbosPdp, artifact_dir: Path, *, clock: Manua
     from engine.runtime import probe_epoch
 
     store = Store(url)
-    world = World(store, policy=PdpAuthorizer(pdp, store.read), clock=clock or ManualClock(), ids=SeededIds(seed),
-                  artifact_dir=artifact_dir)
-    store.init(world.clock.now_us())
-    world.activate_policy_epoch(probe_epoch(pdp), "tests")
-    world.bootstrap_governor("gov", "Governor", "t-gov")
+    book = RuntimeBook(store, policy=PdpAuthorizer(pdp, store.read), clock=clock or ManualClock(),
+                       ids=SeededIds(seed), artifact_dir=artifact_dir)
+    store.init(book.clock.now_us())
+    book.activate_policy_epoch(probe_epoch(pdp), "tests")
+    book.bootstrap_governor("gov", "Governor", "t-gov")
+    world = kept(book)
     world.activate_session("term:t-gov")
     return world
 
@@ -160,4 +192,4 @@ def pworld(tmp_path: Path, pdp_client: CerbosPdp) -> Iterator[World]:
     """A world on a SQLite file, every call decided by the real PDP."""
     w = open_pdp_world(f"sqlite:///{tmp_path / 'world.db'}", pdp_client, tmp_path / "artifacts")
     yield w
-    w.close()
+    close_world(w)

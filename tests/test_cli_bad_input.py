@@ -440,7 +440,7 @@ def seed(directory: Path, pdp: Pdp) -> dict[str, str]:
     url = f"sqlite:///{directory / 'world.db'}"
     with Runtime.open(pdp.settings(url), ids=SeededIds(11)) as runtime:
         w = runtime.world
-        w.bootstrap_governor(GOVERNOR, "Governor", f"t-{GOVERNOR}")
+        runtime.book.bootstrap_governor(GOVERNOR, "Governor", f"t-{GOVERNOR}")
         setup_agents(w, ["a1", "a2", "a3"], roles={"a2": "reviewer", "a3": "reviewer"},
                      terms={a: f"t-{a}" for a in ("a1", "a2", "a3")})
         w.register_agent("a4", "A4", "tester", "t-a1")  # attached on a1's terminal

@@ -26,7 +26,8 @@ import pytest
 import store.gateway
 from engine.policy.enforcement import LocalScopeRules
 from engine.world import World
-from tests.conftest import DbUrlFactory
+from engine.world.book import open_world
+from tests.conftest import DbUrlFactory, book_of, close_world, kept
 from tests.procs import Child, spawn, stop_all, wait_all, wait_until
 
 pytestmark = pytest.mark.slow
@@ -49,7 +50,8 @@ def _state_set_events(world: World, key: str) -> list[dict[str, object]]:
 
 
 def _assert_fold_equals_state(world: World) -> None:
-    assert world.rebuild_state(from_snapshot=False) == world.state_image()
+    book = book_of(world)
+    assert book.rebuild_state(from_snapshot=False) == book.state_image()
 
 
 def _start_together(children: list[Child], ready: list[Path], start: Path) -> None:
@@ -68,7 +70,7 @@ def test_concurrent_increments_lose_no_update(db_url_factory: DbUrlFactory, tmp_
     url = db_url_factory()
     key = "shared/counter"
     # create and migrate the schema once, in the parent; the children only open it
-    world = World.open(url, policy=LocalScopeRules(), artifact_dir=tmp_path / "artifacts")
+    world = kept(open_world(url, policy=LocalScopeRules(), artifact_dir=tmp_path / "artifacts"))
     children: list[Child] = []
     try:
         actors = [f"worker-{i}" for i in range(WORKERS)]
@@ -104,13 +106,13 @@ def test_concurrent_increments_lose_no_update(db_url_factory: DbUrlFactory, tmp_
         _assert_fold_equals_state(world)
     finally:
         stop_all(children)
-        world.close()
+        close_world(world)
 
 
 @pytest.mark.parametrize("backend", REAL_BACKENDS)
 def test_concurrent_claims_have_exactly_one_winner(db_url_factory: DbUrlFactory, tmp_path: Path) -> None:
     url = db_url_factory()
-    world = World.open(url, policy=LocalScopeRules(), artifact_dir=tmp_path / "artifacts")
+    world = kept(open_world(url, policy=LocalScopeRules(), artifact_dir=tmp_path / "artifacts"))
     children: list[Child] = []
     try:
         world.register_agent("owner", "Owner", "lead", "term-owner")
@@ -152,7 +154,7 @@ def test_concurrent_claims_have_exactly_one_winner(db_url_factory: DbUrlFactory,
         _assert_fold_equals_state(world)
     finally:
         stop_all(children)
-        world.close()
+        close_world(world)
 
 
 @pytest.mark.postgres
@@ -165,23 +167,23 @@ def test_log_positions_follow_commit_order_on_postgres(pg_url: str, tmp_path: Pa
     visible, and a snapshot or a log follower could skip it). Then the log order is the commit order and
     snapshot + tail folds to the state.
     """
-    setup = World.open(pg_url, policy=LocalScopeRules(), artifact_dir=tmp_path / "artifacts")
+    setup = kept(open_world(pg_url, policy=LocalScopeRules(), artifact_dir=tmp_path / "artifacts"))
     setup.compare_and_set_state("writer", "a", 0, 0)
     setup.compare_and_set_state("writer", "b", 0, 0)
-    setup.close()
+    close_world(setup)
 
     in_flight, release = threading.Event(), threading.Event()
     original_apply = store.gateway._Tx.apply
 
-    def apply_then_pause(self: store.gateway._Tx, request: store.gateway.WriteRequest) -> None:
-        original_apply(self, request)
+    def apply_then_pause(self: store.gateway._Tx, request: store.gateway.WriteRequest, *, undecided_ok: bool) -> None:
+        original_apply(self, request, undecided_ok=undecided_ok)
         if request.op_id == "slow-a":
             in_flight.set()
             release.wait(30)  # bounded: the main thread releases it
 
     monkeypatch.setattr(store.gateway._Tx, "apply", apply_then_pause)
-    slow = World.open(pg_url, policy=LocalScopeRules(), init=False)
-    fast = World.open(pg_url, policy=LocalScopeRules(), init=False)
+    slow = kept(open_world(pg_url, policy=LocalScopeRules(), init=False))
+    fast = kept(open_world(pg_url, policy=LocalScopeRules(), init=False))
     errors: list[BaseException] = []
 
     def run(call: Callable[[], object]) -> None:
@@ -209,8 +211,8 @@ def test_log_positions_follow_commit_order_on_postgres(pg_url: str, tmp_path: Pa
         assert seq["slow-a"] < seq["fast-b"]
         fast.take_snapshot("writer")
         fast.compare_and_set_state("writer", "a", 2, 2)
-        assert fast.rebuild_state(from_snapshot=False) == fast.state_image()
-        assert fast.rebuild_state(from_snapshot=True) == fast.state_image()
+        assert book_of(fast).rebuild_state(from_snapshot=False) == book_of(fast).state_image()
+        assert book_of(fast).rebuild_state(from_snapshot=True) == book_of(fast).state_image()
     finally:
-        slow.close()
-        fast.close()
+        close_world(slow)
+        close_world(fast)

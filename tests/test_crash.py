@@ -28,6 +28,7 @@ import pytest
 from engine.errors import OperationConflict
 from engine.policy.enforcement import LocalScopeRules
 from engine.world import World
+from engine.world.book import open_world
 from tests.conftest import DbUrlFactory
 from tests.pg_cluster import PgCluster
 from tests.procs import Child, kill, read_lines, spawn, wait_until
@@ -91,12 +92,13 @@ def test_sigkill_loses_nothing_committed_and_retry_applies_once(
     rng = random.Random(f"{backend}/{seed}")
     url = db_url_factory()
     # create and migrate the schema once, in the parent
-    world = World.open(url, policy=LocalScopeRules(), artifact_dir=tmp_path / "artifacts")
+    book = open_world(url, policy=LocalScopeRules(), artifact_dir=tmp_path / "artifacts")
+    world = book.world
     try:
         world.register_agent(ACTOR, "Crasher", "worker", "term-crash")
         world.compare_and_set_state(ACTOR, KEY, 0, 0)
     finally:
-        world.close()
+        book.close()
 
     log = tmp_path / "ops.jsonl"
     child = _run_and_kill(url, log, tmp_path, rng)
@@ -121,9 +123,10 @@ def test_sigkill_loses_nothing_committed_and_retry_applies_once(
     op_id, expected_version, value = last["announce"], last["expected_version"], last["value"]
 
     # reopen (recovery) in the parent
-    world = World.open(url, policy=LocalScopeRules(), artifact_dir=tmp_path / "artifacts")
+    book = open_world(url, policy=LocalScopeRules(), artifact_dir=tmp_path / "artifacts")
+    world = book.world
     try:
-        assert world.rebuild_state(from_snapshot=False) == world.state_image()
+        assert book.rebuild_state(from_snapshot=False) == book.state_image()
         entry = world.get_state(KEY)
         events = _state_set_events(world, KEY)
         assert entry.version == len(events)  # 1 (creation) + one per committed increment
@@ -155,6 +158,6 @@ def test_sigkill_loses_nothing_committed_and_retry_applies_once(
         with pytest.raises(OperationConflict):
             world.compare_and_set_state(ACTOR, KEY, expected_version, value + 1000, op_id=op_id)
         assert len(_state_set_events(world, KEY)) == len(after)
-        assert world.rebuild_state(from_snapshot=False) == world.state_image()
+        assert book.rebuild_state(from_snapshot=False) == book.state_image()
     finally:
-        world.close()
+        book.close()

@@ -27,12 +27,13 @@ def test_the_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     exec(compile(code, "README.md", "exec"), namespace)
     world = namespace["world"]  # the runtime has closed it; read the file it left behind
     from engine.policy.enforcement import LocalScopeRules
-    from engine.world import World
+    from engine.world.book import open_world
+    from tests.conftest import close_world, kept
 
-    again = World.open("sqlite:///pmw-data/world.db", policy=LocalScopeRules())
+    again = kept(open_world("sqlite:///pmw-data/world.db", policy=LocalScopeRules()))
     assert again.get_state("plan").value == {"step": 2}
     assert world is not None
-    again.close()
+    close_world(again)
 
 
 def test_the_cli_example_runs(tmp_path: Path, policy_deployment: Path) -> None:  # needs Cerbos

@@ -27,7 +27,7 @@ from engine.models.rooms import RoomStatus
 from engine.policy.cerbos_adapter import CerbosPdp
 from engine.sources import ManualClock
 from engine.world import World
-from tests.conftest import add_agent, open_pdp_world
+from tests.conftest import add_agent, book_of, close_world, open_pdp_world
 
 MEMBERS = ("ann", "ben", "cal")
 
@@ -50,7 +50,8 @@ def team(pworld: World) -> World:
 
 
 def folds_to_state(world: World) -> bool:
-    return world.rebuild_state(from_snapshot=False) == world.state_image()
+    book = book_of(world)
+    return book.rebuild_state(from_snapshot=False) == book.state_image()
 
 
 def sees_answer(world: World, reader: str, memory_id: str) -> bool:
@@ -153,7 +154,7 @@ def fresh_worlds(tmp_path_factory: pytest.TempPathFactory, pdp_client: CerbosPdp
         return staff(world)
     yield make
     for world in opened:
-        world.close()
+        close_world(world)
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -179,10 +180,10 @@ def test_for_any_commit_order_no_member_sees_another_answer_before_the_last(
 def test_a_second_answer_is_refused_and_changes_nothing(team: World) -> None:
     room = team.create_room("ann", "one each", members=["ben"])
     team.commit_answer("ann", room.room_id, "first")
-    before = team.state_image()
+    before = book_of(team).state_image()
     with pytest.raises(AlreadyExists):
         team.commit_answer("ann", room.room_id, "second thoughts")
-    assert team.state_image() == before
+    assert book_of(team).state_image() == before
 
 
 def test_after_the_reveal_a_late_joiner_cannot_answer_anchored(team: World) -> None:
@@ -192,10 +193,10 @@ def test_after_the_reveal_a_late_joiner_cannot_answer_anchored(team: World) -> N
     team.invite_to_room("ben", room.room_id, "cal")  # a member invites
     team.join_room("cal", room.room_id)
     assert len(team.room_answers(room.room_id, actor="cal")) == 2  # a joiner sees the revealed round
-    before = team.state_image()
+    before = book_of(team).state_image()
     with pytest.raises(IllegalTransition):
         team.commit_answer("cal", room.room_id, "c, having read a and b")
-    assert team.state_image() == before
+    assert book_of(team).state_image() == before
 
 
 def test_the_last_unanswered_member_leaving_reveals_the_round(team: World) -> None:
@@ -214,13 +215,14 @@ def test_racing_last_commits_cannot_both_miss_the_reveal(team: World, monkeypatc
     retry (re-read, recompute) is the one that reveals."""
     room = team.create_room("ann", "race", members=["ben", "cal"])
     team.commit_answer("ann", room.room_id, "a")
-    commit = team.store.commit
+    door = team._door  # the World's (decided) door to the gateway: ben's commit is held at it
+    commit = door.commit
 
     def cal_lands_first(request: Any) -> Any:
-        monkeypatch.setattr(team.store, "commit", commit)
+        monkeypatch.setattr(door, "commit", commit)
         assert not team.commit_answer("cal", room.room_id, "c").revealed  # it saw ben unanswered
         return commit(request)
-    monkeypatch.setattr(team.store, "commit", cal_lands_first)
+    monkeypatch.setattr(door, "commit", cal_lands_first)
     with pytest.raises(VersionConflict):
         team.commit_answer("ben", room.room_id, "b")  # planned when cal had not answered
     assert team.commit_answer("ben", room.room_id, "b").revealed
@@ -301,11 +303,11 @@ def test_a_denied_attempt_keeps_no_room_alive(team: World) -> None:
     "decision recorded", "|".join(["members:0"] * 9),
 ])
 def test_a_stop_condition_outside_the_grammar_is_invalid_input(team: World, condition: str) -> None:
-    before = team.state_image()
+    before = book_of(team).state_image()
     with pytest.raises(InvalidInput) as err:
         team.create_room("ann", "g", members=["ben"], stop_condition=condition)
     assert err.value.field == "stop_condition"
-    assert team.state_image() == before
+    assert book_of(team).state_image() == before
 
 
 @pytest.mark.parametrize("condition", ["idle:1", "answers:all", "members:0", " idle:3600 | members:0 "])
@@ -336,10 +338,10 @@ def test_bad_input_is_a_typed_error_and_changes_nothing(team: World, call: BadCa
     room = team.create_room("ann", "g", members=["ben"])
     note = team.store_memory("ben", "room note", "observation", scope="room", room_id=room.room_id)
     team.store_memory("ben", "private note", "observation")
-    before = team.state_image()
+    before = book_of(team).state_image()
     with pytest.raises(error):
         call(team, room.room_id, note.memory_id)
-    assert team.state_image() == before
+    assert book_of(team).state_image() == before
 
 
 def test_the_log_folds_to_state_after_a_denied_and_a_refused_call(team: World, tmp_path: Path) -> None:

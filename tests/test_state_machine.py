@@ -25,7 +25,7 @@ from engine.errors import (
 )
 from engine.policy.enforcement import LocalScopeRules
 from engine.sources import ManualClock, SeededIds
-from engine.world import World
+from engine.world.book import open_world
 
 KEYS = st.sampled_from(["k1", "k2", "k3"])
 OPS = st.sampled_from([f"op-{i}" for i in range(6)])
@@ -42,7 +42,8 @@ class GatewayMachine(RuleBasedStateMachine):
 
     @initialize()
     def open_world(self) -> None:
-        self.world = World.open("sqlite://", policy=LocalScopeRules(), clock=ManualClock(), ids=SeededIds(0))
+        self.book = open_world("sqlite://", policy=LocalScopeRules(), clock=ManualClock(), ids=SeededIds(0))
+        self.world = self.book.world
         for agent in ("a", "b"):
             self.world.register_agent(agent, agent, "worker", f"t-{agent}")
         self.state: dict[str, tuple[int, Any]] = {}
@@ -51,7 +52,7 @@ class GatewayMachine(RuleBasedStateMachine):
         self.applied = 2  # the two registrations
 
     def teardown(self) -> None:
-        self.world.close()
+        self.book.close()
 
     def _expect_error(self, request: tuple[Any, ...], op_id: str | None) -> type[PMWError] | None:
         """The error the model predicts for a duplicate op id, or None if the op id is fresh."""
@@ -102,7 +103,7 @@ class GatewayMachine(RuleBasedStateMachine):
         owner_ok = {"claim": True, "complete": model["assignee"] == agent,
                     "release": agent in (model["assignee"], model["owner"]),
                     "abort": agent == model["owner"]}[action]
-        image = self.world.state_image()
+        image = self.book.state_image()
         call = {"claim": lambda: self.world.claim_task(agent, task_id),
                 "complete": lambda: self.world.complete_task(agent, task_id),
                 "release": lambda: self.world.release_task(agent, task_id),
@@ -110,7 +111,7 @@ class GatewayMachine(RuleBasedStateMachine):
         try:
             task = call()
         except (IllegalTransition, NotPermitted) as exc:
-            assert self.world.state_image() == image, "a refused transition changed the state"
+            assert self.book.state_image() == image, "a refused transition changed the state"
             # the state machine is checked first, then who may act
             assert not legal if isinstance(exc, IllegalTransition) else (legal and not owner_ok)
             return
@@ -135,7 +136,7 @@ class GatewayMachine(RuleBasedStateMachine):
 
     @invariant()
     def log_folds_to_state(self) -> None:
-        assert self.world.rebuild_state(from_snapshot=False) == self.world.state_image()
+        assert self.book.rebuild_state(from_snapshot=False) == self.book.state_image()
 
 
 GatewayMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None,

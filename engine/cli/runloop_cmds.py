@@ -87,7 +87,7 @@ def register(app: typer.Typer) -> None:
         grants the controller's agent on first start."""
         with invocation(ctx, acting=True) as run:
             adapters = dict(load_adapter(s) for s in agents or [])
-            runner = InProcessRunner(run.world, adapters=adapters, rule_dir=rules, governor=run.actor,
+            runner = InProcessRunner(run.book, adapters=adapters, rule_dir=rules, governor=run.actor,
                                      worker_id=worker_id, lease_seconds=lease, controller=controller)
             stop = threading.Event()
             previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -154,6 +154,6 @@ def shadow(
     differ. Commits nothing. --as must be allowed to read the log."""
     with invocation(ctx, acting=True) as run:
         run.world.events(limit=1, actor=run.actor)  # the replay reads the log: so must the actor
-        diffs = shadow_log(run.world, rules, candidate, limit=limit)
-        run.show(ShadowReport(candidate=str(candidate), events=run.world.store.read.last_seq(),
+        diffs = shadow_log(run.book, rules, candidate, limit=limit)
+        run.show(ShadowReport(candidate=str(candidate), events=run.book.store.read.last_seq(),
                               differing=len(diffs), diff=format_diffs(diffs)))

@@ -30,6 +30,7 @@ from engine.runtime import Runtime
 from engine.settings import Settings, load_settings
 from engine.sources import Clock, IdSource
 from engine.world import World
+from engine.world.book import RuntimeBook
 
 ACTOR_HINT = "this command acts as an agent (reads are decided by the policy too): give --as ACTOR or set PMW_ACTOR"
 
@@ -83,6 +84,11 @@ class Run:
     def world(self) -> World:
         """The PDP-decided World of ``--db``, opened (and migrated) on first use."""
         return self.runtime.world
+
+    @property
+    def book(self) -> RuntimeBook:
+        """The runtime's own bookkeeping (``pmw init``'s bootstrap, workers, controllers, shadow replays)."""
+        return self.runtime.book
 
     def open(self, settings: Settings, *, clock: Clock | None = None, ids: IdSource | None = None) -> Runtime:
         """Open the runtime ``settings`` describe and own it (closing any runtime opened before)."""

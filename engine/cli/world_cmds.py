@@ -76,7 +76,7 @@ def init(
         if request is None:
             run.show(result)
             return
-        registration = run.open(settings).world.bootstrap_governor(
+        registration = run.open(settings).book.bootstrap_governor(
             request.agent_id, request.display_name, request.term_key)
         run.show(GovernorInit(**result.model_dump(), governor=registration))
 
@@ -114,7 +114,7 @@ def demo(
         url = db or run.options.db or prepare_demo_db(out)
         clock, ids = demo_sources()
         runtime = run.open(load_settings(db_url=url), clock=clock, ids=ids)
-        summary = run_demo(runtime.world, lambda line: typer.echo(line, err=run.options.json))
+        summary = run_demo(runtime.book, lambda line: typer.echo(line, err=run.options.json))
         if run.options.json:
             run.show(summary)
         if not summary.ok:

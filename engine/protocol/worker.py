@@ -25,7 +25,8 @@ from engine.models.receipts import Decision, Outcome, Receipt
 from engine.models.traces import TraceBody
 from engine.models.wakes import Wake
 from engine.protocol.adapters import AgentAdapter, AgentDecision, Effect
-from engine.world import Cause, World
+from engine.world import Cause
+from engine.world.book import RuntimeBook
 from engine.world.projection import WorldView
 
 DEFAULT_LEASE_S = 30.0
@@ -48,11 +49,13 @@ class Cycle:
 
 
 class Worker:
-    """Runs wakes for the agents it has adapters for. ``worker_id`` names its leases."""
+    """Runs wakes for the agents it has adapters for. ``worker_id`` names its leases. The worker is runtime
+    machinery: it holds the runtime's book (to record decisions) and acts through ``book.world``."""
 
-    def __init__(self, world: World, worker_id: str, adapters: dict[str, AgentAdapter], *,
+    def __init__(self, book: RuntimeBook, worker_id: str, adapters: dict[str, AgentAdapter], *,
                  lease_seconds: float = DEFAULT_LEASE_S) -> None:
-        self.world = world
+        self.book = book
+        self.world = book.world
         self.worker_id = worker_id
         self.adapters = adapters
         self.lease_seconds = lease_seconds
@@ -85,10 +88,14 @@ class Worker:
             view = self.world.project_world(wake.target_agent)                        # observe
         except PolicyDenied as exc:
             return self._finish(wake, None, Outcome.DENIED, exc.message, started)
-        recorded = self.world.recorded_decision(wake.wake_id)  # a retried wake replays its decision
-        decided = (AgentDecision.model_validate(recorded.decision) if recorded is not None
-                   else adapter.run(agent, view, wake))                                # decide
-        self.world.record_decision(self.worker_id, wake.wake_id, agent.agent_id, decided.model_dump(mode="json"))
+        recorded = self.book.recorded_decision(wake.wake_id)  # a retried wake replays its decision
+        if recorded is not None:
+            decided = AgentDecision.model_validate(recorded.decision)
+        else:
+            decided = adapter.run(agent, view, wake)                                   # decide
+            first = self.book.record_decision(self.worker_id, wake.wake_id, agent.agent_id,
+                                              decided.model_dump(mode="json"))
+            decided = AgentDecision.model_validate(first.decision)  # another worker's, if it decided first
         return self._act(wake, agent, view, decided, started)
 
     def _act(self, wake: Wake, agent: Agent, view: WorldView, decided: AgentDecision, started: int) -> Cycle:

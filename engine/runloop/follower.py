@@ -48,6 +48,7 @@ from engine.errors import AlreadyExists, OperationConflict, PMWError, PolicyUnav
 from engine.models.topology import EdgeType
 from engine.runloop.world_facts import fact_changes
 from engine.world import Cause, World
+from engine.world.book import RuntimeBook
 from engine.world.controller_steps import ControllerStep, StepFact, StepWake
 from engine.world.topology import EdgeChange
 
@@ -100,9 +101,10 @@ def ensure_controller_agent(world: World, governor: str) -> str:
 class ControllerLoop:
     """Follows ``world``'s log with the rules in ``rule_dir`` as the controller of ``world_id``."""
 
-    def __init__(self, world: World, rule_dir: Path | str, *, world_id: str = "main",
+    def __init__(self, book: RuntimeBook, rule_dir: Path | str, *, world_id: str = "main",
                  actor: str = CONTROLLER_AGENT, batch: int = 256) -> None:
-        self.world = world
+        self.book = book
+        self.world = book.world
         self.world_id = world_id
         self.actor = actor
         self.batch = batch
@@ -124,8 +126,8 @@ class ControllerLoop:
     def start(self) -> None:
         """Load the rules (first start) and rebuild the controller from the committed position and facts."""
         self.load()
-        pos = self.world.controller_position(self.world_id)
-        facts = self.world.controller_facts(self.world_id)
+        pos = self.book.controller_position(self.world_id)
+        facts = self.book.controller_facts(self.world_id)
         position = pos.position if pos else 0
         self.controller.rebuild(facts, position=position)
         self._facts = {f["id"]: f for f in facts}
@@ -234,7 +236,7 @@ class ControllerLoop:
             world_id=self.world_id, position=seq, expected_version=self._version,
             upserts=[StepFact(fact_id=f["id"], kind=f["kind"], fact=f) for f in upserted],
             retracts=list(retracted), wakes=wakes, decisions=records)
-        result = self.world.commit_controller_step(self.actor, step, cause=cause)
+        result = self.book.commit_controller_step(self.actor, step, cause=cause)
         self._version = result.version
         for fact_id in retracted:
             self._facts.pop(fact_id, None)

@@ -24,7 +24,7 @@ from engine.protocol.worker import Cycle, SimulatedCrash, Worker
 from engine.runloop.follower import ControllerLoop, DrainStats, ensure_controller_agent
 from engine.runloop.signals import DEFAULT_POLL_S, CommitSignal
 from engine.sources import ManualClock
-from engine.world import World
+from engine.world.book import RuntimeBook
 
 DEFAULT_RULES = Path(__file__).resolve().parents[2] / "rules"
 
@@ -49,13 +49,14 @@ class RunStats(DrainStats):
 class InProcessRunner:
     """The controller of ``world_id`` (rules from ``rule_dir``) and one worker with ``adapters``."""
 
-    def __init__(self, world: World, *, adapters: dict[str, AgentAdapter], rule_dir: Path | str = DEFAULT_RULES,
+    def __init__(self, book: RuntimeBook, *, adapters: dict[str, AgentAdapter], rule_dir: Path | str = DEFAULT_RULES,
                  governor: str = "gov", worker_id: str = "worker-1", world_id: str = "main",
                  lease_seconds: float = 30.0, controller: bool = True) -> None:
-        self.world = world
+        self.book = book
+        self.world = book.world
         self.governor = governor
-        self.loop = ControllerLoop(world, rule_dir, world_id=world_id) if controller else None
-        self.worker = Worker(world, worker_id, adapters, lease_seconds=lease_seconds)
+        self.loop = ControllerLoop(book, rule_dir, world_id=world_id) if controller else None
+        self.worker = Worker(book, worker_id, adapters, lease_seconds=lease_seconds)
         self._signal: CommitSignal | None = None
 
     @property
@@ -144,7 +145,7 @@ class InProcessRunner:
         """Run rounds until ``stop`` is set (or ``max_rounds``; or, with ``until_idle``, the first quiet
         round), sleeping on commits between quiet rounds, never longer than ``poll_s``."""
         stats = RunStats()
-        signal = self._signal or CommitSignal(self.world)
+        signal = self._signal or CommitSignal(self.book.store)
         self._signal = signal
         limit = max_rounds if max_rounds is not None else 1 << 62
         for _ in range(limit):

@@ -15,16 +15,16 @@ from engine.controller.facts import Fact
 from engine.controller.shadow import ShadowDiff
 from engine.runloop.follower import SKIPPED_EVENTS, ControllerLoop
 from engine.runloop.world_facts import fact_changes
-from engine.world import World
+from engine.world.book import RuntimeBook
 
 
-def recorded_observations(world: World, *, limit: int = 100_000, world_id: str = "main",
+def recorded_observations(book: RuntimeBook, *, limit: int = 100_000, world_id: str = "main",
                           rule_dir: Path | str = "rules") -> list[Observation]:
     """The log's first ``limit`` events as controller inputs (facts and chains as the follower derives them)."""
-    chains = ControllerLoop(world, rule_dir, world_id=world_id)  # only its event reading is used
+    chains = ControllerLoop(book, rule_dir, world_id=world_id)  # only its event reading is used
     known: dict[str, Fact] = {}
     inputs: list[Observation] = []
-    for row in world.store.read.events(0, limit):
+    for row in book.store.read.events(0, limit):
         if row["event_type"] in SKIPPED_EVENTS:
             continue
         upserts, retracts = fact_changes(row, known)
@@ -40,14 +40,14 @@ def recorded_observations(world: World, *, limit: int = 100_000, world_id: str =
     return inputs
 
 
-def shadow_log(world: World, current_rules: Path | str, candidate_rules: Path | str, *, limit: int = 100_000,
+def shadow_log(book: RuntimeBook, current_rules: Path | str, candidate_rules: Path | str, *, limit: int = 100_000,
                world_id: str = "main") -> list[ShadowDiff]:
     """Replay the log through both rule sets; the events whose decisions differ. A candidate directory that
     does not validate raises ``RuleFileError``."""
     controller = Controller(world_id, current_rules)
     controller.load()
     try:
-        return controller.shadow(recorded_observations(world, limit=limit, world_id=world_id,
+        return controller.shadow(recorded_observations(book, limit=limit, world_id=world_id,
                                                        rule_dir=current_rules), candidate_rules)
     finally:
         controller.close()

@@ -10,19 +10,19 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from engine.world import World
+from store import Store
 from store.notify import Listener
 
 DEFAULT_POLL_S = 1.0
 
 
 class CommitSignal:
-    """Wakes waiters when the world at hand commits anything (see the module docstring)."""
+    """Wakes waiters when the store at hand commits anything (see the module docstring)."""
 
-    def __init__(self, world: World, *, listen: bool = True) -> None:
+    def __init__(self, store: Store, *, listen: bool = True) -> None:
         self._event = threading.Event()
-        world.store.on_commit(self._hook)
-        self._listener: Listener | None = world.store.listener() if listen else None
+        store.on_commit(self._hook)
+        self._listener: Listener | None = store.listener() if listen else None
 
     def _hook(self, _request: Any) -> None:
         self._event.set()

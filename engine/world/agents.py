@@ -6,10 +6,9 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from engine.errors import AlreadyExists, InvalidInput, NotPermitted, TargetUnresolved, TerminalOwned
+from engine.errors import AlreadyExists, InvalidInput, TargetUnresolved, TerminalOwned
 from engine.models.agents import SESSION_LIFECYCLE, Agent, Presence, Registration, Session, Target
 from engine.models.common import Id, Model, Name, Payload
-from engine.policy.attributes import GOVERNOR_ROLE
 from engine.policy.enforcement import Check
 from engine.validation import build, check_id, parse_enum
 from engine.world.core import Cause, Plan, WorldCore
@@ -106,23 +105,6 @@ class AgentCalls(WorldCore):
         return Plan(event, "agent", req.agent_id, Registration(agent=agent, session=session), changes,
                     payload={"session_id": sid, "term_key": req.term_key},
                     resulting_version=agent.version, checks=checks)
-
-    def bootstrap_governor(self, agent_id: str, display_name: str, term_key: str, *,
-                           op_id: str | None = None) -> Registration:
-        """Register the world's first governor (the human principal who grants authority to agents).
-        Allowed only while no governor exists; recorded like any registration. Not decided by the PDP:
-        there is nobody yet whose authority could allow it."""
-        req = build(RegisterAgent, agent_id=agent_id, display_name=display_name, role_id=GOVERNOR_ROLE,
-                    term_key=term_key)
-
-        def plan(now: int) -> Plan:
-            if self.store.read.rows("agents", {"role_id": GOVERNOR_ROLE}, limit=1):
-                raise NotPermitted(agent_id, "bootstrap", "agent", agent_id, "a governor already exists")
-            p = self._plan_register(req, now)
-            p.event_type = "governor.bootstrapped"
-            return p
-        return self._write("bootstrap_governor", agent_id, req, plan, Registration, op_id=op_id, cause=None,
-                           decided=False)
 
     def grant(self, actor: str, agent_id: str, *, capabilities: list[str] | None = None,
               clearance: int | None = None, op_id: str | None = None, cause: Cause | None = None,

@@ -8,11 +8,17 @@ Every mutating World call runs through :meth:`WorldCore._write`:
 3. the call's ``plan`` reads what it needs and returns the row changes (compare-and-set on the versions it
    read), the event and the result;
 4. the store's gateway commits it all in one transaction and success is returned only after commit.
+
+A World writes through the door it was given (:class:`store.Door`). The agent-facing
+:class:`~engine.world.World` holds the store's decided door, so every write it makes carries the policy
+decision it was taken under; the runtime's own bookkeeping goes through the runtime door, which only
+:class:`~engine.world.book.RuntimeBook` holds (``docs/security.md``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +34,7 @@ from engine.policy.enforcement import Authorizer, Check
 from engine.policy.model import PlanFilter
 from engine.sources import Clock, IdSource, RandomIds, SystemClock
 from engine.validation import build, check_id
-from store import STATE_TABLE_KEYS, Change, Provenance, Store, Update, WriteRequest
+from store import STATE_TABLE_KEYS, Change, Door, Provenance, ReadOnlyStore, Store, Update, WriteRequest
 from store.plan_sql import UntranslatablePlan
 
 R = TypeVar("R", bound=BaseModel)
@@ -65,24 +71,27 @@ def request_hash(command: str, actor: str, request: BaseModel) -> str:
     return hashlib.sha256(orjson.dumps(body, option=_SORTED)).hexdigest()
 
 
-class _Denial(Model):
-    kind: str
-    id: str
-    action: str
-    command: str
-    policy_epoch: str | None
+DenialRecorder = Callable[[str, str, PolicyDenied], None]
 
 
 class WorldCore:
-    """State shared by every group of World calls: the store, the injected clock and id source."""
+    """State shared by every group of World calls: the store (reads), the door its writes go through, the
+    policy that decides them, the injected clock and id source."""
 
-    def __init__(self, store: Store, *, policy: Authorizer, clock: Clock | None = None,
-                 ids: IdSource | None = None, artifact_dir: Path | None = None) -> None:
+    #: Operation ids this object refuses from its callers: those of the runtime's own bookkeeping (a caller who
+    #: took one first would block, or be replayed as, the runtime's write). ``None``: the runtime itself.
+    reserved_op_ids: re.Pattern[str] | None = None
+
+    def __init__(self, store: Store | ReadOnlyStore, *, door: Door, policy: Authorizer, clock: Clock | None = None,
+                 ids: IdSource | None = None, artifact_dir: Path | None = None,
+                 denials: DenialRecorder | None = None) -> None:
         self.store = store
+        self._door = door
         self.policy = policy
         self.clock: Clock = clock or SystemClock()
         self.ids: IdSource = ids or RandomIds()
         self.artifact_dir = artifact_dir
+        self._denials = denials
 
     # -- reads -------------------------------------------------------------------------------------
 
@@ -149,16 +158,9 @@ class WorldCore:
         try:
             return self.policy.authorize(actor, checks)
         except PolicyDenied as denied:
-            self._record_denial(actor, command, denied)
+            if self._denials is not None:
+                self._denials(actor, command, denied)
             raise
-
-    def _record_denial(self, actor: str, command: str, denied: PolicyDenied) -> None:
-        """The audit record of a denial: an event that changes nothing else (the deny was the decision)."""
-        ref = _Denial(kind=denied.kind, id=denied.id[:300], action=denied.action, command=command,
-                      policy_epoch=denied.policy_epoch)
-        self._write("policy.denied", actor, ref, lambda now: Plan(
-            "policy.denied", ref.kind, ref.id, ref, payload=ref.model_dump(mode="json")), _Denial,
-            op_id=None, cause=None, decided=False)
 
     # -- the write path ----------------------------------------------------------------------------
 
@@ -166,13 +168,16 @@ class WorldCore:
                result_type: type[R], *, op_id: str | None, cause: Cause | None,
                event_id: str | None = None, decided: bool = True) -> R:
         """Validate identity, dedupe by operation id, plan at ``now``, ask the policy, and commit through
-        the gateway. ``decided=False`` skips the policy: only for what no agent's authority covers (the
-        first governor's bootstrap, and the runtime's own bookkeeping: epochs, denial records, revocations,
-        recorded decisions)."""
+        this World's door. ``decided=False`` skips the policy: only the runtime's book does that (the first
+        governor's bootstrap, epochs, denial records, revocations, recorded decisions, controller steps),
+        and the gateway refuses an undecided write through any other door."""
         check_id("actor", actor)
         digest = request_hash(command, actor, request)
         if op_id is not None:
             check_id("op_id", op_id)
+            if self.reserved_op_ids is not None and self.reserved_op_ids.search(op_id):
+                raise InvalidInput("op_id", f"{op_id!r} is reserved for the runtime's own bookkeeping "
+                                   "(recorded decisions, controller steps, revocations)")
             stored = self.store.operation(op_id)
             if stored is not None:
                 if stored.request_hash != digest or stored.command != command:
@@ -183,7 +188,7 @@ class WorldCore:
         epoch = self._authorize(actor, p.checks, command) if decided else None
         cause = cause or Cause()
         event_id = event_id or self.ids.new("evt")
-        outcome = self.store.commit(WriteRequest(
+        outcome = self._door.commit(WriteRequest(
             op_id=op_id or self.ids.new("op"), command=command, request_hash=digest, actor_id=actor,
             event_id=event_id, event_type=p.event_type, subject_kind=p.subject_kind,
             subject_id=p.subject_id, created_at_us=now, result=p.result.model_dump(mode="json"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.errors import OperationConflict
 from engine.models.common import Id, Model, Payload
 from engine.validation import build, check_id
 from engine.world.core import Plan, WorldCore
@@ -23,12 +24,23 @@ class DecisionCalls(WorldCore):
         PDP (the effects that follow are)."""
         check_id("worker", worker)
         req = build(DecisionRecord, wake_id=wake_id, agent_id=agent_id, decision=decision)
-        if (first := self.recorded_decision(req.wake_id)) is not None:
-            return first  # another attempt at this wake decided already: its decision stands
-        return self._write("record_decision", worker, req,
-                           lambda now: Plan("agent.decided", "wake", wake_id, req, payload=req.decision),
-                           DecisionRecord, op_id=f"{wake_id}:decide", cause=None, decided=False)
+        try:  # one ledger read: the write's own operation-id check
+            return self._write("record_decision", worker, req,
+                               lambda now: Plan("agent.decided", "wake", wake_id, req, payload=req.decision),
+                               DecisionRecord, op_id=f"{wake_id}:decide", cause=None, decided=False)
+        except OperationConflict:  # another attempt at this wake (another worker) decided already: that stands
+            first = self.recorded_decision(req.wake_id)
+            if first is None:
+                raise
+            return first
 
     def recorded_decision(self, wake_id: str) -> DecisionRecord | None:
-        stored = self.store.operation(f"{check_id('wake_id', wake_id)}:decide")
-        return DecisionRecord.model_validate(stored.result) if stored is not None else None
+        """The decision recorded for ``wake_id`` (``None`` if none was). Only a ``record_decision`` entry of
+        the ledger counts (the World refuses these operation ids from agents)."""
+        op_id = f"{check_id('wake_id', wake_id)}:decide"
+        stored = self.store.operation(op_id)
+        if stored is None:
+            return None
+        if stored.command != "record_decision":
+            raise OperationConflict(op_id, stored.command)
+        return DecisionRecord.model_validate(stored.result)

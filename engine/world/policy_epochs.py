@@ -21,10 +21,15 @@ class _Activate(Model):
     source: str
 
 
-class PolicyEpochCalls(WorldCore):
+class PolicyEpochReads(WorldCore):
     def current_policy_epoch(self) -> PolicyEpoch | None:
+        """The epoch the world's writes are decided under now (``None``: no PDP has ever governed it)."""
         row = self.store.read.current_policy_epoch()
         return PolicyEpoch.model_validate(row) if row is not None else None
+
+
+class PolicyEpochCalls(PolicyEpochReads):
+    """Epoch activation: runtime bookkeeping, on :class:`~engine.world.book.RuntimeBook` only."""
 
     def activate_policy_epoch(self, epoch: str, source: str) -> PolicyEpoch:
         """Make ``epoch`` the current one (the runtime does this once the PDP is seen deciding under it).

@@ -36,6 +36,12 @@ class SnapshotCalls(WorldCore):
         return self._write("take_snapshot", actor, _TakeSnapshot(at_seq=seq), plan, SnapshotRef, op_id=None,
                            cause=None)
 
+
+
+class ImageCalls(WorldCore):
+    """The whole state, undecided: runtime and test reads on :class:`~engine.world.book.RuntimeBook` only
+    (an image holds every private memory and sealed answer, so no agent-facing object offers it)."""
+
     def state_image(self) -> StateImage:
         """Every state table as it is now (rows ordered by primary key)."""
         return fold((), self.store.read.state_image()[1])

@@ -22,6 +22,7 @@ from engine.errors import (
 )
 from engine.policy.enforcement import LocalScopeRules
 from engine.world import World
+from engine.world.book import open_world
 
 BIG = {"blob": "x" * (65 * 1024)}
 BAD_ID = "bad id!"
@@ -121,5 +122,5 @@ def test_a_file_that_is_not_a_database_is_store_unavailable(tmp_path: Path) -> N
     bad = tmp_path / "not-a-db.sqlite"
     bad.write_bytes(b"this is not a database" * 100)
     with pytest.raises(StoreUnavailable):
-        World.open(f"sqlite:///{bad}", policy=LocalScopeRules())
+        open_world(f"sqlite:///{bad}", policy=LocalScopeRules())
     assert bad.read_bytes() == b"this is not a database" * 100

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from engine.fold import fold
 from engine.world import World
+from tests.conftest import book_of
 
 
 def busy_world(world: World) -> None:
@@ -34,7 +35,7 @@ def busy_world(world: World) -> None:
 
 def test_fold_of_the_log_equals_the_state(world: World) -> None:
     busy_world(world)
-    assert world.rebuild_state(from_snapshot=False) == world.state_image()
+    assert book_of(world).rebuild_state(from_snapshot=False) == book_of(world).state_image()
 
 
 def test_snapshot_plus_tail_equals_the_state(world: World) -> None:
@@ -42,8 +43,8 @@ def test_snapshot_plus_tail_equals_the_state(world: World) -> None:
     snap = world.take_snapshot("a")
     world.compare_and_set_state("a", "plan", 2, {"step": 3})
     world.store_memory("b", "after the snapshot", "observation")
-    assert world.rebuild_state(from_snapshot=True) == world.state_image()
-    assert world.rebuild_state(from_snapshot=False) == world.state_image()
+    assert book_of(world).rebuild_state(from_snapshot=True) == book_of(world).state_image()
+    assert book_of(world).rebuild_state(from_snapshot=False) == book_of(world).state_image()
     assert snap.at_seq < world.events(newest=True, limit=1)[0].seq
 
 

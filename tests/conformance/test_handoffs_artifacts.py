@@ -12,6 +12,8 @@ from engine.models.tasks import TaskStatus
 from engine.policy.enforcement import LocalScopeRules
 from engine.sources import SeededIds
 from engine.world import World
+from engine.world.book import open_world
+from tests.conftest import close_world, kept
 
 
 @pytest.fixture
@@ -58,12 +60,12 @@ def test_rejected_handoff_leaves_the_task_with_the_source(team: World) -> None:
 @pytest.mark.parametrize("backend", ["sqlite-file", "postgres"], indirect=True)  # memory dies with its process
 def test_artifact_recovery_from_the_registry_alone(db_url: str, tmp_path: Path) -> None:
     """MVP test 13: a new process, knowing only the artifact id, finds the right version and revises it."""
-    first = World.open(db_url, policy=LocalScopeRules(), artifact_dir=tmp_path / "art", ids=SeededIds(1))
+    first = kept(open_world(db_url, policy=LocalScopeRules(), artifact_dir=tmp_path / "art", ids=SeededIds(1)))
     first.register_agent("a", "A", "worker", "t")
     art = first.register_artifact("a", "report", b"v1")
     first.new_artifact_version("a", art.artifact_id, b"v2")
-    first.close()
-    later = World.open(db_url, policy=LocalScopeRules(), artifact_dir=tmp_path / "art", ids=SeededIds(2))
+    close_world(first)
+    later = kept(open_world(db_url, policy=LocalScopeRules(), artifact_dir=tmp_path / "art", ids=SeededIds(2)))
     found = later.get_artifact(art.artifact_id)
     assert (found.version, later.read_artifact(art.artifact_id).content) == (2, b"v2")
     assert later.read_artifact(art.artifact_id, 1).content == b"v1"
@@ -71,7 +73,7 @@ def test_artifact_recovery_from_the_registry_alone(db_url: str, tmp_path: Path) 
     assert v3.version == 3
     with pytest.raises(VersionConflict):
         later.new_artifact_version("b", art.artifact_id, b"stale", expected_version=2)
-    later.close()
+    close_world(later)
 
 
 def test_corrupted_artifact_content_is_detected(team: World) -> None:

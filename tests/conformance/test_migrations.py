@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from engine.policy.enforcement import LocalScopeRules
-from engine.world import World
+from engine.world.book import open_world
 from store import LATEST, Store
+from tests.conftest import close_world, kept
 
 
 def test_init_applies_every_migration_once(db_url: str) -> None:
@@ -20,9 +21,9 @@ def test_init_applies_every_migration_once(db_url: str) -> None:
 
 @pytest.mark.parametrize("backend", ["sqlite-file", "postgres"], indirect=True)  # memory: new db per Store
 def test_init_on_a_populated_database_keeps_the_data(db_url: str) -> None:
-    w = World.open(db_url, policy=LocalScopeRules())
+    w = kept(open_world(db_url, policy=LocalScopeRules()))
     w.register_agent("a", "A", "worker", "t")
-    w.close()
-    again = World.open(db_url, policy=LocalScopeRules())
+    close_world(w)
+    again = kept(open_world(db_url, policy=LocalScopeRules()))
     assert again.get_agent("a").display_name == "A"
-    again.close()
+    close_world(again)

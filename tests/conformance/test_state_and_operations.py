@@ -6,6 +6,7 @@ import pytest
 
 from engine.errors import AlreadyExists, NotFound, OperationConflict, VersionConflict
 from engine.world import Cause, World
+from tests.conftest import book_of
 
 
 @pytest.fixture
@@ -81,9 +82,9 @@ def test_a_failed_write_records_no_operation(world: World, alice: str) -> None:
 
 
 def test_append_event_changes_no_state_and_is_in_the_log(world: World, alice: str) -> None:
-    image = world.state_image()
+    image = book_of(world).state_image()
     ref = world.append_event(alice, "conflict.raised", {"claim": "x"}, subject_kind="claim", subject_id="x")
-    assert world.state_image() == image
+    assert book_of(world).state_image() == image
     last = world.events(newest=True, limit=1)[0]
     assert (last.event_id, last.payload) == (ref.event_id, {"claim": "x"})
 

@@ -7,6 +7,7 @@ import pytest
 from engine.errors import IllegalTransition, NotFound, NotPermitted, VersionConflict
 from engine.models.tasks import TaskStatus
 from engine.world import World
+from tests.conftest import book_of
 
 
 @pytest.fixture
@@ -59,13 +60,13 @@ def test_release_reopens_and_a_task_outlives_its_executor(team: World) -> None:
 
 def test_illegal_transitions_change_nothing(team: World) -> None:
     task = team.create_task("owner", "x")
-    image = team.state_image()
+    image = book_of(team).state_image()
     for call in (lambda: team.complete_task("w1", task.task_id),
                  lambda: team.fail_task("w1", task.task_id, "r"),
                  lambda: team.release_task("owner", task.task_id)):
         with pytest.raises(IllegalTransition):
             call()
-    assert team.state_image() == image
+    assert book_of(team).state_image() == image
 
 
 def test_expected_version_guards_every_transition(team: World) -> None:

@@ -16,6 +16,7 @@ from engine.runloop import InProcessRunner
 from engine.sources import ManualClock
 from engine.world import World
 from engine.world.projection import WorldView
+from tests.conftest import book_of
 
 GOV = "gov"
 Rule = Callable[[Agent, WorldView, Wake], AgentDecision | None]
@@ -24,7 +25,7 @@ Rule = Callable[[Agent, WorldView, Wake], AgentDecision | None]
 def runner_for(world: World, adapters: dict[str, AgentAdapter], **kwargs: Any) -> InProcessRunner:
     """The controller (``rules/``) and one worker over ``world``; the governor never acts through it
     (it gets a silent adapter, so a wake it receives as a task owner ends in a NO_ACTION receipt)."""
-    runner = InProcessRunner(world, adapters={GOV: RuleAgent([]), **adapters}, **kwargs)
+    runner = InProcessRunner(book_of(world), adapters={GOV: RuleAgent([]), **adapters}, **kwargs)
     runner.start()
     return runner
 

@@ -30,9 +30,10 @@ from engine.protocol.adapters import (
 )
 from engine.sources import ManualClock, SeededIds
 from engine.world import World
+from engine.world.book import RuntimeBook
 from engine.world.projection import WorldView
 from store import Store
-from tests.conftest import add_agent
+from tests.conftest import add_agent, book_of, close_world, kept
 from tests.mvp.support import (
     GOV,
     act,
@@ -352,11 +353,11 @@ def test_mvp13_an_artifact_is_recovered_from_the_registry_alone(pworld: World, t
     pworld.detach_session("term:t-prod")
     runner.close()
     now = clock(pworld).now_us()
-    pworld.close()                                             # every process of the first run is gone
+    book_of(pworld).close()                                    # every process of the first run is gone
 
     store = Store(f"sqlite:///{tmp_path / 'world.db'}")        # a new process: same database and directory
-    world = World(store, policy=PdpAuthorizer(pdp_client, store.read), clock=ManualClock(now), ids=SeededIds(8),
-                  artifact_dir=tmp_path / "artifacts")
+    world = kept(RuntimeBook(store, policy=PdpAuthorizer(pdp_client, store.read), clock=ManualClock(now),
+                             ids=SeededIds(8), artifact_dir=tmp_path / "artifacts"))
     found: list[dict[str, Any]] = []
 
     def recover(agent: Agent, view: WorldView, wake: Wake) -> AgentDecision | None:
@@ -383,4 +384,4 @@ def test_mvp13_an_artifact_is_recovered_from_the_registry_alone(pworld: World, t
     receipts = assert_every_wake_has_one_receipt(world)
     assert {(r.agent_id, r.outcome.value) for r in receipts.values()} == {("prod", "acted"), ("rev", "acted")}
     fresh.close()
-    world.close()
+    close_world(world)

@@ -15,7 +15,7 @@ from engine.protocol.adapters import AgentDecision, AppendEvent, CommitAnswer, D
 from engine.runloop import CONTROLLER_AGENT
 from engine.world import World
 from engine.world.projection import WorldView
-from tests.conftest import add_agent
+from tests.conftest import add_agent, book_of
 from tests.mvp.support import (
     GOV,
     act,
@@ -41,7 +41,7 @@ def claim(value: str) -> Any:
 
 
 def facts(world: World, kind: str) -> list[dict[str, Any]]:
-    return [f for f in world.controller_facts("main") if f["kind"] == kind]
+    return [f for f in book_of(world).controller_facts("main") if f["kind"] == kind]
 
 
 def contradicting_claims(world: World, resolver: Any = None) -> Any:

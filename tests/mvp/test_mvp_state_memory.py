@@ -12,7 +12,7 @@ from engine.protocol.adapters import AgentDecision, ProposeMemory, RuleAgent, Se
 from engine.protocol.worker import Worker
 from engine.world import World
 from engine.world.projection import WorldView
-from tests.conftest import add_agent
+from tests.conftest import add_agent, book_of
 from tests.mvp.support import (
     GOV,
     act,
@@ -57,7 +57,7 @@ def test_mvp04_a_stale_write_ends_in_a_conflict_receipt_and_overwrites_nothing(p
         if len(seen_by_b) == 1:  # while B decides (5 s), another worker runs A's wake to the end
             clock(pworld).advance(5)
             pworld.enqueue_wake(GOV, "a", "revise the plan", "revise-a")
-            assert Worker(pworld, "worker-2", {"a": RuleAgent([a_rule])}).run_once(agent_id="a") is not None
+            assert Worker(book_of(pworld), "worker-2", {"a": RuleAgent([a_rule])}).run_once(agent_id="a") is not None
         return act(SetState(key="plan", expected_version=version, value={**value, "reviewed_by": "b"}))
     runner = runner_for(pworld, {"a": RuleAgent([a_rule]), "b": RuleAgent([b_rule])})
     pworld.compare_and_set_state(GOV, "plan", 0, {"steps": 3})

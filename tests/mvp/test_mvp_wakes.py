@@ -9,7 +9,7 @@ from engine.models.wakes import Wake
 from engine.protocol.adapters import AgentDecision, CompleteTask, RuleAgent, SetState
 from engine.world import World
 from engine.world.projection import WorldView
-from tests.conftest import add_agent
+from tests.conftest import add_agent, book_of
 from tests.mvp.support import (
     GOV,
     act,
@@ -179,6 +179,6 @@ def test_mvp15_an_agent_with_nothing_to_do_leaves_a_no_action_receipt(pworld: Wo
         trace = pworld.get_trace(r.wake_id or "", actor=GOV)
         assert (trace.decision, trace.commits, trace.tools) == ("no_action", [], [])
         assert "state:weather" in trace.retrieved_refs
-        assert pworld.recorded_decision(r.wake_id or "") is not None
+        assert book_of(pworld).recorded_decision(r.wake_id or "") is not None
     assert events_of(pworld, "state.set", actor="watcher") == []
     runner.close()

@@ -12,7 +12,7 @@ from engine.errors import NotPermitted, PolicyDenied
 from engine.policy.attributes import principal
 from engine.policy.cerbos_adapter import CerbosPdp
 from engine.world import World
-from tests.conftest import add_agent, open_pdp_world
+from tests.conftest import add_agent, close_world, open_pdp_world
 
 CAPS = ["task.work", "handoff.create", "state.write", "memory.write", "artifact.write", "tool:deploy"]
 SETTINGS = settings(max_examples=15, deadline=None,
@@ -66,7 +66,7 @@ def test_authority_never_grows_along_a_chain_of_handoffs(pdp_client: CerbosPdp, 
                 assert after <= set(scope)
                 before = after
         finally:
-            world.close()
+            close_world(world)
     chain()
 
 
@@ -91,5 +91,5 @@ def test_private_memory_never_appears_in_another_agents_projection(pdp_client: C
                 assert {m for m, owner in private.items() if owner != viewer}.isdisjoint(seen)
                 assert {m for m, owner in private.items() if owner == viewer} <= seen
         finally:
-            world.close()
+            close_world(world)
     scenario()

@@ -10,7 +10,7 @@ import pytest
 from engine.errors import InvalidInput, NotPermitted, PolicyDenied, PolicyEpochChanged
 from engine.world import World
 from store import Update, WriteRequest
-from tests.conftest import add_agent
+from tests.conftest import add_agent, book_of
 
 ALL = ["state.write", "task.create", "task.work", "task.assign", "memory.write", "memory.review",
        "memory.invoke", "artifact.write", "artifact.invoke", "wake.enqueue", "handoff.create", "room.open",
@@ -118,7 +118,7 @@ def test_the_gateway_refuses_a_write_decided_under_an_old_epoch(team: World) -> 
                          subject_id="k", created_at_us=1, result={}, policy_epoch="p-0000000000000000",
                          changes=[Update("state_entries", {"key": "k"}, 1, {"value": 2}, "state", "k")])
     with pytest.raises(PolicyEpochChanged) as err:
-        team.store.commit(stale)
+        book_of(team).store.decided_door().commit(stale)  # the agent-facing World's door to the gateway
     assert err.value.current == team.current_policy_epoch().epoch  # type: ignore[union-attr]
     assert team.store.read.counts_and_versions() == before
 
@@ -171,12 +171,9 @@ def test_an_approval_dies_with_its_policy_epoch(team: World) -> None:
     team.approve("gov", approval.approval_id, ttl_seconds=600)
     current = team.current_policy_epoch()
     assert current is not None
-    team.store.commit(WriteRequest(  # a newer epoch becomes current (as a reload would record it)
-        op_id="op-epoch", command="activate_policy_epoch", request_hash="1" * 64, actor_id="pmw-runtime",
-        event_id="evt_epoch", event_type="policy.activated", subject_kind="policy", subject_id="p-next",
-        created_at_us=team.clock.now_us() + 1, result={}, changes=[__import__("store").Insert(
-            "policy_epochs", {"epoch": "p-next", "activated_at_us": team.clock.now_us() + 1,
-                              "activated_by": "test", "source": "test"}, "policy_epoch", "p-next")]))
+    team.clock.advance(0.000001)  # type: ignore[attr-defined]
+    book_of(team).activate_policy_epoch("p-next", "test")  # a newer epoch becomes current (as a reload records it)
+    assert team.current_policy_epoch().epoch == "p-next"  # type: ignore[union-attr]
     with pytest.raises(Exception, match="epoch"):
         team.invoke("alice", "tool", "deploy", side_effect="S3", approval_id=approval.approval_id)
 

@@ -16,7 +16,7 @@ from engine.errors import PolicyDenied, PolicyUnavailable, VersionConflict
 from engine.policy.cerbos_adapter import CerbosPdp
 from engine.policy.pdp_process import ManagedPdp
 from engine.world import World
-from tests.conftest import add_agent, open_pdp_world
+from tests.conftest import add_agent, close_world, open_pdp_world
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ def fragile(own_pdp: ManagedPdp, tmp_path: Path) -> Iterator[World]:
     add_agent(world, "alice", ["state.write"])
     world.compare_and_set_state("alice", "n", 0, 0)
     yield world
-    world.close()
+    close_world(world)
     client.close()
 
 

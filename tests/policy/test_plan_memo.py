@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from engine.policy.cerbos_adapter import CerbosPdp
 from engine.policy.enforcement import PdpAuthorizer
 from engine.world import World
-from tests.conftest import add_agent, open_pdp_world
+from tests.conftest import add_agent, book_of, close_world, open_pdp_world
 
 KINDS = ("memory", "task", "state", "handoff", "room", "wake", "receipt", "artifact")
 CAPS = ["memory.write", "state.write", "task.create", "room.open", "memory.invoke"]
@@ -67,7 +67,7 @@ def test_a_remembered_plan_always_equals_the_pdps_answer_now(pdp_client: CerbosP
                 fresh = pdp_client.plans(policy._principal("b"), [(k, "read") for k in KINDS])
                 assert remembered == again == fresh
         finally:
-            world.close()
+            close_world(world)
     scenario()
 
 
@@ -86,6 +86,6 @@ def test_the_memo_serves_repeats_and_misses_on_every_authority_or_epoch_change(p
     epoch = pworld.current_policy_epoch()
     assert epoch is not None
     pworld.clock.advance(1)  # type: ignore[attr-defined]
-    pworld.activate_policy_epoch(epoch.epoch + "-again", "tests")  # a new epoch: nothing remembered applies
+    book_of(pworld).activate_policy_epoch(epoch.epoch + "-again", "tests")  # a new epoch: nothing remembered applies
     policy.plan("b", "memory", "read")
     assert memo.misses == misses + 2

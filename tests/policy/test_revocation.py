@@ -30,7 +30,7 @@ def runtime(tmp_path: Path, policy_deployment: Path) -> Iterator[Runtime]:  # po
     source = tmp_path / "policies"
     shutil.copytree(REPO / "policies", source)
     rt = Runtime.open(load_settings(db_url=f"sqlite:///{tmp_path / 'data' / 'w.db'}", policy_dir=source))
-    rt.world.bootstrap_governor("gov", "Governor", "t-gov")
+    rt.book.bootstrap_governor("gov", "Governor", "t-gov")
     rt.world.activate_session("term:t-gov")
     yield rt
     rt.close()

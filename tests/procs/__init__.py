@@ -95,7 +95,7 @@ def warm_up(timeout: float = 120.0) -> None:
     global _warmed
     if _warmed:
         return
-    imports = "import engine.world, engine.errors, engine.policy.enforcement, tests.procs"
+    imports = "import engine.world, engine.world.book, engine.errors, engine.policy.enforcement, tests.procs"
     done = subprocess.run([sys.executable, "-c", imports], cwd=REPO_ROOT, env=_child_env(),
                           capture_output=True, text=True, check=False, timeout=timeout)
     if done.returncode != 0:

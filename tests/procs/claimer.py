@@ -21,9 +21,10 @@ def main(argv: list[str]) -> int:
     url, agent_id, task_id, ready_file, start_file = argv
     from engine.errors import PMWError
     from engine.policy.enforcement import LocalScopeRules
-    from engine.world import World
+    from engine.world.book import open_world
 
-    world = World.open(url, policy=LocalScopeRules())
+    book = open_world(url, policy=LocalScopeRules())
+    world = book.world
     try:
         world.get_task(task_id)
         Path(ready_file).touch()
@@ -39,7 +40,7 @@ def main(argv: list[str]) -> int:
         print(json.dumps(out, sort_keys=True), flush=True)
         return 0
     finally:
-        world.close()
+        book.close()
 
 
 if __name__ == "__main__":

@@ -17,8 +17,8 @@ from typing import Any
 from tests.procs import emit
 
 
-def _sqlite_pragmas(world: Any) -> dict[str, Any]:
-    engine = world.store.db.engine
+def _sqlite_pragmas(book: Any) -> dict[str, Any]:
+    engine = book.store.db.engine
     with engine.connect() as conn:
         journal = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
         synchronous = conn.exec_driver_sql("PRAGMA synchronous").scalar()
@@ -28,13 +28,14 @@ def _sqlite_pragmas(world: Any) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     url, actor, key, log_file, max_ops = argv
     from engine.policy.enforcement import LocalScopeRules
-    from engine.world import World
+    from engine.world.book import open_world
 
-    world = World.open(url, policy=LocalScopeRules())  # default DatabaseOptions: SQLite WAL, synchronous=NORMAL
+    book = open_world(url, policy=LocalScopeRules())
+    world = book.world  # default DatabaseOptions: SQLite WAL, synchronous=NORMAL
     try:
         info: dict[str, Any] = {"dialect": world.store.dialect}
         if world.store.dialect == "sqlite":
-            info.update(_sqlite_pragmas(world))
+            info.update(_sqlite_pragmas(book))
         emit(log_file, hello=True, **info)
         entry = world.get_state(key)
         version, value = entry.version, entry.value
@@ -46,7 +47,7 @@ def main(argv: list[str]) -> int:
             emit(log_file, done=op_id, version=version)
         return 0
     finally:
-        world.close()
+        book.close()
 
 
 if __name__ == "__main__":

@@ -27,9 +27,10 @@ def main(argv: list[str]) -> int:
     url, actor, key, increments, ready_file, start_file = argv
     from engine.errors import VersionConflict
     from engine.policy.enforcement import LocalScopeRules
-    from engine.world import World
+    from engine.world.book import open_world
 
-    world = World.open(url, policy=LocalScopeRules())
+    book = open_world(url, policy=LocalScopeRules())
+    world = book.world
     try:
         world.get_state(key)  # connect before the barrier
         Path(ready_file).touch()
@@ -51,7 +52,7 @@ def main(argv: list[str]) -> int:
         print(json.dumps({"actor": actor, "increments": int(increments), "conflicts": conflicts}), flush=True)
         return 0
     finally:
-        world.close()
+        book.close()
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ Two programs in one module:
   and runs it. ``MODE`` ``serve``: ``runner.serve`` until killed (or ``DEADLINE_S``); ``quiet``: rounds
   until nothing is due any more (waiting out leases and deferred wakes), then one summary line, exit 0.
 
-Every World call of the cycle (claim, record decision, each effect, ack, controller step) is wrapped: a
+Every World and book call of the cycle (claim, record decision, each effect, ack, controller step) is wrapped: a
 random sleep of up to ``JITTER_MS`` (seeded) widens the window before it, and ``{"p": call, "at":
 "before"|"after"}`` lines in ``LOG`` say where the run was when it died.
 
@@ -48,9 +48,9 @@ WORKERS = ("w0", "w1", "w2")
 OBSERVERS = ("o0", "o1", "o2")
 BOSS = "boss"
 PRELOAD = ("engine.policy.cerbos_adapter", "engine.policy.enforcement", "engine.protocol.adapters", "engine.runloop",
-           "engine.sources", "engine.world", "store")
-WRAPPED = ("claim_wake", "record_decision", "compare_and_set_state", "complete_task", "append_event", "ack_wake",
-           "commit_controller_step")
+           "engine.sources", "engine.world", "engine.world.book", "store")
+WRAPPED = ("claim_wake", "compare_and_set_state", "complete_task", "append_event", "ack_wake")  # World calls
+BOOK_WRAPPED = ("record_decision", "commit_controller_step")  # the runtime's book's calls
 
 
 def topic(i: int) -> str:
@@ -109,7 +109,7 @@ def run(argv: list[str]) -> int:
     from engine.policy.pdp_process import PdpAddress
     from engine.runloop import InProcessRunner, RunStats
     from engine.sources import RandomIds, SystemClock
-    from engine.world import World
+    from engine.world.book import RuntimeBook
     from store import Store
 
     deadline = time.monotonic() + float(deadline_s)
@@ -117,14 +117,17 @@ def run(argv: list[str]) -> int:
     jitter = float(jitter_ms) / 1000
     pdp = CerbosPdp(PdpAddress(grpc=pdp_grpc, http=pdp_http))  # decisions only: no admin credentials
     store = Store(url)
-    world = World(store, policy=PdpAuthorizer(pdp, store.read), clock=SystemClock(), ids=RandomIds(),
-                  artifact_dir=Path(artifact_dir))
-    runner = InProcessRunner(world, adapters=adapters(rng, log), worker_id=f"worker-{os.getpid()}",
+    book = RuntimeBook(store, policy=PdpAuthorizer(pdp, store.read), clock=SystemClock(), ids=RandomIds(),
+                       artifact_dir=Path(artifact_dir))
+    world = book.world
+    runner = InProcessRunner(book, adapters=adapters(rng, log), worker_id=f"worker-{os.getpid()}",
                              lease_seconds=float(lease_s))
     try:
         runner.start()
         for name in WRAPPED:
             _wrap(world, name, log, rng, jitter)
+        for name in BOOK_WRAPPED:
+            _wrap(book, name, log, rng, jitter)
         emit(log, ready=True, pid=os.getpid(), position=runner.loop.position if runner.loop else None)
         stats = RunStats()
         if mode == "serve":
@@ -149,7 +152,7 @@ def run(argv: list[str]) -> int:
         return 0
     finally:
         runner.close()
-        world.close()
+        book.close()
         pdp.close()
 
 

@@ -14,7 +14,7 @@ from engine.protocol.adapters import AgentDecision, CallableAdapter, RuleAgent, 
 from engine.protocol.worker import Worker
 from engine.world import World
 from engine.world.projection import WorldView
-from tests.conftest import add_agent
+from tests.conftest import add_agent, book_of
 
 
 def bump(key: str) -> RuleAgent:
@@ -37,15 +37,15 @@ def team(pworld: World) -> World:
 def test_no_action_ends_in_a_no_action_receipt(team: World) -> None:
     """MVP test 15 through the run loop."""
     team.enqueue_wake("boss", "idle", "ping", "k-idle")
-    cycle = Worker(team, "worker-1", {"idle": RuleAgent([])}).run_once()
+    cycle = Worker(book_of(team), "worker-1", {"idle": RuleAgent([])}).run_once()
     assert cycle is not None
     assert (cycle.receipt.outcome, cycle.receipt.decision.value) == (Outcome.NO_ACTION, "no_action")
-    assert Worker(team, "worker-1", {}).run_once() is None
+    assert Worker(book_of(team), "worker-1", {}).run_once() is None
 
 
 def test_an_effect_goes_through_the_policy_and_the_gateway(team: World) -> None:
     team.enqueue_wake("boss", "w", "count", "k1")
-    cycle = Worker(team, "worker-1", {"w": bump("n")}).run_once()
+    cycle = Worker(book_of(team), "worker-1", {"w": bump("n")}).run_once()
     assert cycle is not None and cycle.receipt.outcome is Outcome.ACTED
     assert team.get_state("n", actor="w").value == 1
     event = [e for e in team.events(actor="gov", limit=1000) if e.event_type == "state.set"][-1]
@@ -54,7 +54,7 @@ def test_an_effect_goes_through_the_policy_and_the_gateway(team: World) -> None:
 
 def test_a_denied_effect_is_a_denied_receipt(team: World) -> None:
     team.enqueue_wake("boss", "idle", "count", "k2")
-    cycle = Worker(team, "worker-1", {"idle": bump("n")}).run_once()
+    cycle = Worker(book_of(team), "worker-1", {"idle": bump("n")}).run_once()
     assert cycle is not None and cycle.receipt.outcome is Outcome.DENIED
     with pytest.raises(Exception, match="not found"):
         team.get_state("n", actor="gov")
@@ -65,7 +65,7 @@ def test_a_crash_between_effect_and_ack_never_repeats_the_effect(team: World, mo
     second worker replays the recorded decision, the effect's operation id returns the stored result, and
     the wake ends in exactly one receipt."""
     team.enqueue_wake("boss", "w", "count", "k3")
-    first = Worker(team, "worker-1", {"w": bump("n")}, lease_seconds=5)
+    first = Worker(book_of(team), "worker-1", {"w": bump("n")}, lease_seconds=5)
 
     def die(*args: Any, **kwargs: Any) -> None:
         raise SystemExit("worker-1 killed before its ack")
@@ -75,7 +75,7 @@ def test_a_crash_between_effect_and_ack_never_repeats_the_effect(team: World, mo
     assert team.get_state("n", actor="w").value == 1
     assert team.claim_wake("worker-2") is None  # still leased to worker-1
     team.clock.advance(6)  # type: ignore[attr-defined]
-    cycles = Worker(team, "worker-2", {"w": bump("n")}).run_until_idle()
+    cycles = Worker(book_of(team), "worker-2", {"w": bump("n")}).run_until_idle()
     assert len(cycles) == 1 and cycles[0].receipt.outcome is Outcome.ACTED
     assert team.get_state("n", actor="w").value == 1  # not 2
     assert len(team.list_receipts(actor="gov")) == 1
@@ -84,12 +84,12 @@ def test_a_crash_between_effect_and_ack_never_repeats_the_effect(team: World, mo
 def test_model_replacement_continues_the_same_task(team: World) -> None:
     """MVP test 12: the agent's adapter (its model) is swapped between wakes; the work continues."""
     team.enqueue_wake("boss", "w", "count", "m1")
-    Worker(team, "worker-1", {"w": bump("n")}).run_once()
+    Worker(book_of(team), "worker-1", {"w": bump("n")}).run_once()
     team.enqueue_wake("boss", "w", "count", "m2")
     llm = CallableAdapter(lambda ctx: {"decision": "act", "effects": [{
         "effect": "set_state", "key": "n", "value": 10 + len(ctx["view"]["state"]),
         "expected_version": next(s["version"] for s in ctx["view"]["state"] if s["key"] == "n")}]})
-    cycle = Worker(team, "worker-1", {"w": llm}).run_once()
+    cycle = Worker(book_of(team), "worker-1", {"w": llm}).run_once()
     assert cycle is not None and cycle.receipt.outcome is Outcome.ACTED
     entry = team.get_state("n", actor="w")
     assert (entry.version, entry.value) == (2, 11)  # the new model continued from the world, not a transcript

@@ -8,7 +8,7 @@ from engine.protocol.adapters import AgentDecision, RuleAgent, SetState
 from engine.runloop import InProcessRunner
 from engine.world import World
 from engine.world.projection import WorldView
-from tests.conftest import add_agent
+from tests.conftest import add_agent, book_of
 
 
 def relay(out_key: str) -> RuleAgent:
@@ -27,6 +27,6 @@ def ring(world: World, names: list[str]) -> InProcessRunner:
         add_agent(world, name, ["state.write"])
     for i, name in enumerate(names):
         world.subscribe(name, f"{names[i - 1]}-out")
-    runner = InProcessRunner(world, adapters={n: relay(f"{n}-out") for n in names})
+    runner = InProcessRunner(book_of(world), adapters={n: relay(f"{n}-out") for n in names})
     runner.start()
     return runner

@@ -51,8 +51,8 @@ def test_a_bad_agent_spec_is_a_clear_error_and_runs_nothing(pmw: Pmw, spec: str)
     pmw.ok("state", "set", "alice-out", "1", "--expect-version", "0", actor="alice")
     error = pmw.fails(3, "worker", "--agent", spec, "--until-idle", actor="gov")
     assert error["code"] == "invalid_input" and "--agent" in error["message"]
-    with pmw.world() as world:
-        assert world.controller_position("main") is None
+    with pmw.book() as book:
+        assert book.controller_position("main") is None
 
 
 def test_rules_check_names_the_file_line_and_rule(tmp_path: Path, pmw: Pmw) -> None:

@@ -51,7 +51,8 @@ from engine.runloop.follower import CONTROLLER_AGENT, CONTROLLER_CAPABILITIES, C
 from engine.runloop.runner import DEFAULT_RULES
 from engine.sources import SystemClock
 from engine.world import World
-from tests.conftest import add_agent, open_pdp_world
+from engine.world.book import RuntimeBook
+from tests.conftest import add_agent, book_of, close_world, open_pdp_world
 from tests.procs import Child, kill, read_lines, spawn, wait_until
 from tests.procs.run_loop_child import BOSS, OBSERVERS, WORKERS, topic
 
@@ -152,8 +153,8 @@ def zygote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Zygote]:
 class Replay(ControllerLoop):
     """Observes the log like the follower, from position 0, but records each step instead of committing it."""
 
-    def __init__(self, world: World) -> None:
-        super().__init__(world, DEFAULT_RULES, world_id="main")
+    def __init__(self, book: RuntimeBook) -> None:
+        super().__init__(book, DEFAULT_RULES, world_id="main")
         self.controller.load()
         self._loaded = True
         self.steps: dict[int, list[dict[str, Any]]] = {}
@@ -230,8 +231,9 @@ def kill_label(records: list[dict[str, Any]]) -> str:
 
 def check_world(world: World, replay: Replay, *, final: bool, where: str) -> dict[str, int]:
     """What must hold after any kill; with ``final``, also that all work is done. Returns a few counts."""
+    book = book_of(world)
     read = world.store.read
-    assert world.rebuild_state(from_snapshot=False) == world.state_image(), where
+    assert book.rebuild_state(from_snapshot=False) == book.state_image(), where
     events = read.events(0)
     wakes = {w["wake_id"]: w for w in read.rows("wakes")}
     receipts = read.rows("receipts")
@@ -252,7 +254,7 @@ def check_world(world: World, replay: Replay, *, final: bool, where: str) -> dic
     effects_done = 0
     left: Counter[str] = Counter()
     for wid, w in wakes.items():
-        recorded = world.recorded_decision(wid)
+        recorded = book.recorded_decision(wid)
         applied = [by_op[f"{wid}:{i}"] for i in range(8)]
         assert all(n <= 1 for n in applied), (where, wid, applied)
         if recorded is None:
@@ -286,7 +288,7 @@ def check_world(world: World, replay: Replay, *, final: bool, where: str) -> dic
 
     # no wake lost, none duplicated: the controller's steps and wakes are what a fresh replay decides
     replay.drain()
-    pos = world.controller_position("main")
+    pos = book.controller_position("main")
     position = pos.position if pos else 0
     steps = [e for e in events if e["event_type"] == "controller.step"]
     positions = [int(e["payload"]["position"]) for e in steps]
@@ -310,11 +312,11 @@ def check_world(world: World, replay: Replay, *, final: bool, where: str) -> dic
         assert all(w["status"] == "acked" for w in wakes.values()), \
             (where, Counter(w["status"] for w in wakes.values()))
         assert position == max(replay.steps) and replay.position == read.last_seq(), where
-        stored = sorted(world.controller_facts("main"), key=lambda f: str(f["id"]))
+        stored = sorted(book.controller_facts("main"), key=lambda f: str(f["id"]))
         assert stored == sorted(replay._facts.values(), key=lambda f: str(f["id"])), where
         assert len(marks) == len(wakes) and all(t["status"] == "completed" for t in read.rows("tasks")), where
     left["claimed, not decided"] = sum(1 for wid, w in wakes.items() if w["status"] == "claimed"
-                                       and world.recorded_decision(wid) is None)
+                                       and book.recorded_decision(wid) is None)
     left["events after the controller position"] = int(read.last_seq() > position)
     return {"wakes": len(wakes), "ctl_wakes": len(ctl_keys), "acked": sum(outcomes.values()),
             "effects": effects_done, "steps": len(steps), "events": len(events), **left}
@@ -329,7 +331,7 @@ def test_sigkilled_run_loop_loses_and_repeats_nothing(
     rng = random.Random(f"run-loop-crash/{world_no}")
     url = f"sqlite:///{tmp_path / 'world.db'}"
     world = build_world(url, pdp_client, tmp_path, world_no)
-    replay = Replay(world)
+    replay = Replay(book_of(world))
     labels: list[str] = []
     try:
         for trial in range(KILLS):
@@ -368,7 +370,7 @@ def test_sigkilled_run_loop_loses_and_repeats_nothing(
         if zygote.pid is not None:
             zygote.kill()
         replay.close()
-        world.close()
+        close_world(world)
 
 
 # -- a runtime bug found on the way (kept reproducible; see the issue-4 report) ---------------------------
@@ -376,7 +378,7 @@ def test_sigkilled_run_loop_loses_and_repeats_nothing(
 
 def test_a_run_loop_killed_while_registering_its_controller_gets_its_grants_on_restart(
         pworld: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    first = InProcessRunner(pworld, adapters={})
+    first = InProcessRunner(book_of(pworld), adapters={})
 
     def killed(*args: Any, **kwargs: Any) -> None:
         raise SystemExit("killed between registering the controller agent and granting it")
@@ -385,7 +387,7 @@ def test_a_run_loop_killed_while_registering_its_controller_gets_its_grants_on_r
         first.start()
     monkeypatch.undo()
     first.close()
-    again = InProcessRunner(pworld, adapters={})
+    again = InProcessRunner(book_of(pworld), adapters={})
     again.start()
     try:
         agent = pworld.get_agent(CONTROLLER_AGENT, actor="gov")

@@ -13,7 +13,7 @@ from engine.protocol.adapters import AgentDecision, AppendEvent, RuleAgent
 from engine.runloop import InProcessRunner
 from engine.sources import ManualClock
 from engine.world.projection import WorldView
-from tests.conftest import add_agent, open_pdp_world
+from tests.conftest import add_agent, book_of, close_world, open_pdp_world
 from tests.runloop.support import relay
 
 
@@ -37,7 +37,7 @@ def scenario(tmp: Path, pdp: CerbosPdp) -> list[dict[str, Any]]:
         world.subscribe(name, f"{'abc'[i - 1]}-out")
     world.create_task("a", "pick a design", task_id="t1")
     world.subscribe("b", "t1")
-    runner = InProcessRunner(world, adapters={"a": relay("a-out"), "b": claimant("blue"), "c": relay("c-out")})
+    runner = InProcessRunner(book_of(world), adapters={"a": relay("a-out"), "b": claimant("blue"), "c": relay("c-out")})
     runner.start()
     world.compare_and_set_state("a", "a-out", 0, 1)
     world.clock.advance(1)  # type: ignore[attr-defined]
@@ -45,7 +45,7 @@ def scenario(tmp: Path, pdp: CerbosPdp) -> list[dict[str, Any]]:
     runner.run_until_quiet(max_rounds=100, advance_clock=True)
     runner.close()
     events = world.store.read.events(0)
-    world.close()
+    close_world(world)
     return events
 
 

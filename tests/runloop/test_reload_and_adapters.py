@@ -12,7 +12,7 @@ from engine.controller import RuleFileError
 from engine.protocol.adapters import AgentDecision, CallableAdapter, HumanProxy, SetState
 from engine.runloop import DEFAULT_RULES, InProcessRunner
 from engine.world import World
-from tests.conftest import add_agent
+from tests.conftest import add_agent, book_of
 from tests.runloop.support import relay
 
 
@@ -20,7 +20,7 @@ def test_a_bad_rule_change_keeps_the_rules_in_force_and_a_good_one_applies(pworl
     for name in ("a", "b"):
         add_agent(pworld, name, ["state.write"])
     pworld.subscribe("b", "a-out")
-    runner = InProcessRunner(pworld, adapters={"b": relay("b-out")})
+    runner = InProcessRunner(book_of(pworld), adapters={"b": relay("b-out")})
     runner.start()
     bad = tmp_path / "bad"
     shutil.copytree(DEFAULT_RULES, bad)
@@ -51,7 +51,7 @@ def test_a_human_proxy_acts_on_what_the_human_decided_and_asks_otherwise(pworld:
     queued: list[AgentDecision] = [AgentDecision(decision="act", reason="approved by the human", effects=[
         SetState(key="approved", expected_version=0, value=True)])]
     proxy = HumanProxy(lambda agent_id: queued.pop(0) if queued else None)
-    runner = InProcessRunner(pworld, adapters={"human": proxy}, controller=False)
+    runner = InProcessRunner(book_of(pworld), adapters={"human": proxy}, controller=False)
     pworld.enqueue_wake("boss", "human", "approve the plan", "k1")
     pworld.enqueue_wake("boss", "human", "anything else?", "k2")
     stats = runner.run_until_quiet(max_rounds=10)
@@ -70,7 +70,7 @@ def test_a_callable_adapter_gets_json_and_never_a_transcript(pworld: World) -> N
         seen.append(context)
         return {"decision": "act", "effects": [{"effect": "set_state", "key": "out", "expected_version": 0,
                                                 "value": context["wake"]["cause"]}]}
-    runner = InProcessRunner(pworld, adapters={"llm": CallableAdapter(model)}, controller=False)
+    runner = InProcessRunner(book_of(pworld), adapters={"llm": CallableAdapter(model)}, controller=False)
     pworld.enqueue_wake("boss", "llm", "summarise", "k1")
     runner.run_until_quiet(max_rounds=10)
     assert pworld.get_state("out", actor="gov").value == "summarise"

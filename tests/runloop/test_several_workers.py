@@ -13,8 +13,9 @@ from engine.policy.enforcement import PdpAuthorizer
 from engine.runloop import DEFAULT_RULES, InProcessRunner
 from engine.sources import RandomIds, SystemClock
 from engine.world import World
+from engine.world.book import RuntimeBook
 from store import Store
-from tests.conftest import add_agent, open_pdp_world
+from tests.conftest import add_agent, book_of, close_world, open_pdp_world
 from tests.runloop.support import relay
 
 AGENTS = [f"w{i}" for i in range(6)]
@@ -27,15 +28,16 @@ def test_two_runners_share_the_work_and_nothing_runs_twice(tmp_path: Path, pdp_c
         add_agent(setup, a, ["state.write", "wake.enqueue"])
     for a in AGENTS:
         setup.subscribe(a, "src-out")
-    setup.close()
+    close_world(setup)
 
-    def open_world() -> World:
+    def open_book() -> RuntimeBook:
         store = Store(url)
-        return World(store, policy=PdpAuthorizer(pdp_client, store.read), clock=SystemClock(), ids=RandomIds())
+        return RuntimeBook(store, policy=PdpAuthorizer(pdp_client, store.read), clock=SystemClock(), ids=RandomIds())
 
-    worlds = [open_world(), open_world()]
-    runners = [InProcessRunner(w, adapters={a: relay(f"{a}-out") for a in AGENTS}, worker_id=f"worker-{n}")
-               for n, w in enumerate(worlds)]
+    books = [open_book(), open_book()]
+    worlds = [b.world for b in books]
+    runners = [InProcessRunner(b, adapters={a: relay(f"{a}-out") for a in AGENTS}, worker_id=f"worker-{n}")
+               for n, b in enumerate(books)]
     for r in runners:
         r.start()
     for n in range(20):  # 20 direct wakes per agent, plus the controller's (one event wakes all six)
@@ -66,8 +68,8 @@ def test_two_runners_share_the_work_and_nothing_runs_twice(tmp_path: Path, pdp_c
     assert len(steps) == len(set(steps))
     for r in runners:
         r.close()
-    for x in worlds:
-        x.close()
+    for b in books:
+        b.close()
 
 
 def test_a_second_controller_behind_the_first_rebuilds_and_carries_on(pworld: World) -> None:
@@ -77,8 +79,8 @@ def test_a_second_controller_behind_the_first_rebuilds_and_carries_on(pworld: Wo
         add_agent(pworld, a, ["state.write"])
     for a in ("w0", "w1"):
         pworld.subscribe(a, "src-out")
-    first = InProcessRunner(pworld, adapters={}, worker_id="worker-a")
-    second = InProcessRunner(pworld, adapters={}, worker_id="worker-b")
+    first = InProcessRunner(book_of(pworld), adapters={}, worker_id="worker-a")
+    second = InProcessRunner(book_of(pworld), adapters={}, worker_id="worker-b")
     first.start()
     second.start()
     first.run_until_quiet(max_rounds=10)
@@ -108,8 +110,8 @@ def test_a_controller_whose_steps_diverge_rebuilds_from_what_the_other_committed
     text = (old_rules / "wake_targeting.yaml").read_text()
     start, end = text.index("  - name: wake_subscribers"), text.index("  - name: wake_room_members")
     (old_rules / "wake_targeting.yaml").write_text(text[:start] + text[end:])
-    first = InProcessRunner(pworld, adapters={}, worker_id="worker-a")
-    second = InProcessRunner(pworld, adapters={}, worker_id="worker-b", rule_dir=old_rules)
+    first = InProcessRunner(book_of(pworld), adapters={}, worker_id="worker-a")
+    second = InProcessRunner(book_of(pworld), adapters={}, worker_id="worker-b", rule_dir=old_rules)
     first.start()
     second.start()
     first.run_until_quiet(max_rounds=10)

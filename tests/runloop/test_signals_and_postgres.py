@@ -13,14 +13,15 @@ from engine.errors import AlreadyExists, VersionConflict
 from engine.policy.cerbos_adapter import CerbosPdp
 from engine.policy.enforcement import LocalScopeRules
 from engine.runloop import CommitSignal
-from engine.world import World
-from tests.conftest import open_pdp_world
+from engine.world.book import open_world
+from tests.conftest import close_world, open_pdp_world
 from tests.runloop.support import ring
 
 
 def test_the_in_process_signal_wakes_a_waiter_on_commit(tmp_path: Path) -> None:
-    world = World.open(f"sqlite:///{tmp_path / 'w.db'}", policy=LocalScopeRules())
-    signal = CommitSignal(world)
+    book = open_world(f"sqlite:///{tmp_path / 'w.db'}", policy=LocalScopeRules())
+    world = book.world
+    signal = CommitSignal(book.store)
     assert signal.wait(0.05) is False                      # nothing committed: the bounded wait times out
     woke: list[float] = []
 
@@ -35,14 +36,15 @@ def test_the_in_process_signal_wakes_a_waiter_on_commit(tmp_path: Path) -> None:
     thread.join(10)
     assert woke and woke[0] < 5                            # woken by the commit, not by the timeout
     signal.close()
-    world.close()
+    book.close()
 
 
 @pytest.mark.postgres
 def test_listen_notify_wakes_a_waiter_on_another_connection_only_on_commit(pg_url: str) -> None:
-    listener_world = World.open(pg_url, policy=LocalScopeRules())
-    writer = World.open(pg_url, policy=LocalScopeRules(), init=False)  # another pool: another "process"
-    signal = CommitSignal(listener_world)
+    listener = open_world(pg_url, policy=LocalScopeRules())
+    writer_book = open_world(pg_url, policy=LocalScopeRules(), init=False)  # another pool: another "process"
+    writer = writer_book.world
+    signal = CommitSignal(listener.store)
     try:
         assert signal.wait(0.1) is False
         writer.compare_and_set_state("a", "k", 0, 1)
@@ -52,8 +54,8 @@ def test_listen_notify_wakes_a_waiter_on_another_connection_only_on_commit(pg_ur
         assert signal.wait(0.3) is False                   # a rolled-back write notifies nobody
     finally:
         signal.close()
-        writer.close()
-        listener_world.close()
+        writer_book.close()
+        listener.close()
 
 
 @pytest.mark.postgres
@@ -68,4 +70,4 @@ def test_the_wake_storm_is_stopped_on_postgresql_too(pg_url: str, tmp_path: Path
     assert all(world.receipt_for_wake(w.wake_id, actor="gov").outcome.value == "acted"
                for w in world.list_wakes(actor="gov"))
     runner.close()
-    world.close()
+    close_world(world)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from engine.runloop import InProcessRunner
 from engine.world import World
+from tests.conftest import book_of
 from tests.runloop.support import relay, ring
 
 
@@ -31,9 +32,9 @@ def test_a_restarted_controller_rebuilds_from_sql_and_fires_nothing_twice(pworld
     pworld.compare_and_set_state("a", "a-out", 0, 1)
     runner.run_until_quiet(max_rounds=50)
     before = len(pworld.list_wakes(actor="gov"))
-    position = pworld.controller_position("main")
+    position = book_of(pworld).controller_position("main")
     runner.close()
-    again = InProcessRunner(pworld, adapters={n: relay(f"{n}-out") for n in ["a", "b", "c"]})
+    again = InProcessRunner(book_of(pworld), adapters={n: relay(f"{n}-out") for n in ["a", "b", "c"]})
     again.start()
     assert position is not None and again.loop is not None and again.loop.position == position.position
     stats = again.run_until_quiet(max_rounds=50)

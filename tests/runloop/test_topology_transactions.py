@@ -12,7 +12,7 @@ from engine.protocol.adapters import AgentDecision, RuleAgent
 from engine.runloop import InProcessRunner
 from engine.world import World
 from engine.world.projection import WorldView
-from tests.conftest import add_agent
+from tests.conftest import add_agent, book_of
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ def test_the_controller_shares_a_useful_delta_and_isolates_an_independent_review
     def author(agent: Agent, view: WorldView, wake: Wake) -> AgentDecision | None:
         return None
 
-    runner = InProcessRunner(team, adapters={n: RuleAgent([author]) for n in ("a", "b", "c")})
+    runner = InProcessRunner(book_of(team), adapters={n: RuleAgent([author]) for n in ("a", "b", "c")})
     runner.start()
     team.append_event("a", "doc.delta", {"relevance": 0.9}, subject_kind="doc", subject_id="doc")
     runner.run_until_quiet(max_rounds=20)

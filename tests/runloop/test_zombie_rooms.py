@@ -5,14 +5,14 @@ from __future__ import annotations
 from engine.models.rooms import RoomStatus
 from engine.runloop import InProcessRunner
 from engine.world import World
-from tests.conftest import add_agent
+from tests.conftest import add_agent, book_of
 
 
 def conflict_room(world: World) -> InProcessRunner:
     """Two agents claim different values for one term: the controller opens the room ``conflict-plan``."""
     for name in ("a", "b"):
         add_agent(world, name, ["state.write"])
-    runner = InProcessRunner(world, adapters={})
+    runner = InProcessRunner(book_of(world), adapters={})
     runner.start()
     world.append_event("a", "claim.asserted", {"term": "plan", "claim": "a1", "value": "x"})
     world.append_event("b", "claim.asserted", {"term": "plan", "claim": "b1", "value": "y"})
