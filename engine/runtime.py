@@ -125,8 +125,8 @@ class Runtime:
         previous = self.book.current_policy_epoch()
         deployment = governance.deploy(source or self.settings.policy_dir, self.deploy_root(self.settings))
         self.pdp.reload()
-        if isinstance(self.world.policy, PdpAuthorizer):
-            self.world.policy.plan_memo.clear()  # plans of the old set are keyed by its epoch anyway
+        if isinstance(self.book.policy, PdpAuthorizer):
+            self.book.policy.plan_memo.clear()  # plans of the old set are keyed by its epoch anyway
         deadline = time.monotonic() + observe_timeout_s
         while (seen := probe_epoch(self.pdp)) != deployment.epoch:
             if time.monotonic() > deadline:

@@ -240,7 +240,7 @@ class ScenarioDriver:
         (``World.read_artifact`` verifies each against its registered checksum) and record the result, one
         ``sim.artifacts_read`` event, so that "nothing lost" is in the log. Nothing is written when the
         registry is empty."""
-        ids = [str(r["artifact_id"]) for r in self.world.store.read.rows("artifacts", order_by=("artifact_id",))]
+        ids = [str(r["artifact_id"]) for r in self.book.store.read.rows("artifacts", order_by=("artifact_id",))]
         if not ids:
             return
         read: list[dict[str, Any]] = []
@@ -269,8 +269,8 @@ class ScenarioDriver:
             return True
         if not (self.s.stop.all_tasks_done and timeline_over):
             return False
-        tasks = self.world.store.read.rows("tasks", {"task_id": [t.id for t in self.s.world.tasks]})
-        queued = self.world.store.read.rows("wakes", {"status": ["pending", "claimed"]}, limit=1)
+        tasks = self.book.store.read.rows("tasks", {"task_id": [t.id for t in self.s.world.tasks]})
+        queued = self.book.store.read.rows("wakes", {"status": ["pending", "claimed"]}, limit=1)
         return all(t["status"] in ("completed", "failed", "aborted") for t in tasks) and not queued
 
     def _report_progress(self) -> None:
@@ -299,7 +299,7 @@ class ScenarioDriver:
             if opener not in e.members:
                 self.world.leave_room(opener, e.room)  # it convenes; it does not answer
         elif isinstance(e, StateWriteEntry):
-            current = self.world.store.read.get("state_entries", key=e.key)
+            current = self.book.store.read.get("state_entries", key=e.key)
             self.world.compare_and_set_state(e.agent, e.key, int(current["version"]) if current else 0, e.value)
         elif isinstance(e, GrantEntry):
             self.world.grant(self.gov, e.agent, capabilities=e.capabilities)
@@ -351,7 +351,7 @@ class ScenarioDriver:
             self.runner.adapters[e.agent] = self._adapter(e.agent)
 
     def _stale_write(self, e: StaleWrite, i: int) -> None:
-        current = self.world.store.read.get("state_entries", key=e.key)
+        current = self.book.store.read.get("state_entries", key=e.key)
         version = int(current["version"]) if current else 0
         expected = version - e.behind if version >= e.behind else version + e.behind
         self._record("stale_write", i, agent=e.agent, key=e.key, expected=expected, current=version)

@@ -47,7 +47,7 @@ from engine.controller.facts import Fact
 from engine.errors import AlreadyExists, OperationConflict, PMWError, PolicyUnavailable, VersionConflict
 from engine.models.topology import EdgeType
 from engine.runloop.world_facts import fact_changes
-from engine.world import Cause, World
+from engine.world import Cause
 from engine.world.book import RuntimeBook
 from engine.world.controller_steps import ControllerStep, StepFact, StepWake
 from engine.world.topology import EdgeChange
@@ -81,15 +81,16 @@ class DrainStats:
                 setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
-def ensure_controller_agent(world: World, governor: str) -> str:
+def ensure_controller_agent(book: RuntimeBook, governor: str) -> str:
     """Register the controller's own agent and have ``governor`` grant it what its decisions need:
     opening rooms, writing topology edges, recording contests and refresh demands. Each step is checked
     on its own (registration, an active session, the grant), so a start killed between them completes
     them on the next start."""
-    row = world.store.read.get("agents", agent_id=CONTROLLER_AGENT)
+    world = book.world
+    row = book.store.read.get("agents", agent_id=CONTROLLER_AGENT)
     if row is None:
         world.register_agent(CONTROLLER_AGENT, "PMW controller", "controller", f"t-{CONTROLLER_AGENT}")
-        row = world.store.read.get("agents", agent_id=CONTROLLER_AGENT)
+        row = book.store.read.get("agents", agent_id=CONTROLLER_AGENT)
     if row is not None and row["status"] != "active":
         world.activate_session(f"term:t-{CONTROLLER_AGENT}")
     held = set((row or {}).get("capability_profile", {}).get("capabilities", []))
@@ -157,7 +158,7 @@ class ControllerLoop:
 
     def pending(self) -> bool:
         """Whether the log has events this follower has not read."""
-        return self.world.store.read.last_seq() > self._seen
+        return self.book.store.read.last_seq() > self._seen
 
     # -- the loop -------------------------------------------------------------------------------------------
 
@@ -165,7 +166,7 @@ class ControllerLoop:
         """Observe the events after the position (at most ``max_events``), committing each step."""
         stats = DrainStats()
         while stats.events < max_events:
-            rows = self.world.store.read.events(self._seen, min(self.batch, max_events - stats.events))
+            rows = self.book.store.read.events(self._seen, min(self.batch, max_events - stats.events))
             if not rows:
                 break
             for row in rows:
@@ -269,7 +270,7 @@ class ControllerLoop:
     def _topology(self, d: TopologyProposal, op: str, cause: Cause) -> None:
         w, me = self.world, self.actor
         if d.op in (TopologyOp.SHARE, TopologyOp.ISOLATE):
-            if w.store.operation(op) is not None:
+            if self.book.store.operation(op) is not None:
                 return  # committed before a crash: its request was computed from the topology as it was then
             topology = w.get_topology(actor=me)
             if d.op is TopologyOp.SHARE:  # info flows along the named agents, in order
@@ -317,7 +318,7 @@ class ControllerLoop:
         op = str(row["op_id"])
         own = (0, str(row["correlation_id"] or row["event_id"]), int(row["created_at_us"]))
         if (m := _WAKE_OP.match(op)) is not None:
-            wake = self.world.store.read.get("wakes", wake_id=m[1])
+            wake = self.book.store.read.get("wakes", wake_id=m[1])
             if wake is None:
                 return own
             p = wake["payload"] or {}

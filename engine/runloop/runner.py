@@ -68,7 +68,7 @@ class InProcessRunner:
         """Register the controller's agent if needed, then rebuild the controller from SQL."""
         if self.loop is not None:
             self.loop.load()  # a bad rule directory fails before anything is written
-            ensure_controller_agent(self.world, self.governor)
+            ensure_controller_agent(self.book, self.governor)
             self.loop.start()
 
     def reload_rules(self, rule_dir: Path | str | None = None) -> RuleSet:
@@ -138,7 +138,7 @@ class InProcessRunner:
 
     def next_due_us(self) -> int | None:
         """The next time a wake falls due: a pending wake's not-before, or a leased wake's lease end (+1 µs)."""
-        return self.world.store.read.next_wake_due_us()
+        return self.book.store.read.next_wake_due_us()
 
     def serve(self, stop: threading.Event, *, poll_s: float = DEFAULT_POLL_S, max_rounds: int | None = None,
               until_idle: bool = False) -> RunStats:

@@ -77,7 +77,7 @@ class AgentCalls(WorldCore):
         session = Session(session_id=sid, agent_id=req.agent_id, term_key=req.term_key,
                           status=Presence.ATTACHED, model_hint=req.model_hint, started_at_us=now,
                           updated_at_us=now, version=1)
-        existing = self.store.read.get("agents", agent_id=req.agent_id)
+        existing = self._store.read.get("agents", agent_id=req.agent_id)
         old = existing or {"capability_profile": {}, "permission_profile": {}}
         caps = req.capability_profile if req.capability_profile is not None else old["capability_profile"]
         perms = req.permission_profile if req.permission_profile is not None else old["permission_profile"]
@@ -138,14 +138,14 @@ class AgentCalls(WorldCore):
         session. Raises :class:`TargetUnresolved` when it names nothing."""
         t = self._target(target)
         if t.session_id is not None:
-            rows = self.store.read.rows("sessions", {"session_id": t.session_id})
+            rows = self._store.read.rows("sessions", {"session_id": t.session_id})
         elif t.term_key is not None:
-            rows = self.store.read.rows("sessions", {"term_key": t.term_key,
+            rows = self._store.read.rows("sessions", {"term_key": t.term_key,
                                                      "status": ["active", "attached"]})
         else:
-            if self.store.read.get("agents", agent_id=t.agent_id) is None:
+            if self._store.read.get("agents", agent_id=t.agent_id) is None:
                 raise TargetUnresolved(str(t), "no such agent")
-            rows = self.store.read.rows("sessions", {"agent_id": t.agent_id})
+            rows = self._store.read.rows("sessions", {"agent_id": t.agent_id})
         if not rows and t.agent_id is None:
             raise TargetUnresolved(str(t), "no live session matches")
         return [Session.model_validate(r) for r in rows]
@@ -178,14 +178,14 @@ class AgentCalls(WorldCore):
                                lambda now: self._plan_session(s.session_id, action, now), Session,
                                op_id=op_id, cause=cause)
         except AlreadyExists as exc:  # the partial unique index on active terminals
-            owner = self.store.read.rows("sessions", {"term_key": s.term_key, "status": "active"})
+            owner = self._store.read.rows("sessions", {"term_key": s.term_key, "status": "active"})
             raise TerminalOwned(s.term_key, owner[0]["agent_id"] if owner else "?") from exc
 
     def _plan_session(self, session_id: str, action: str, now: int) -> Plan:
         s = Session.model_validate(self._row("sessions", "session", session_id, session_id=session_id))
         status = SESSION_LIFECYCLE.target(session_id, s.status.value, action)
         if action == "activate":
-            owner = self.store.read.rows("sessions", {"term_key": s.term_key, "status": "active"})
+            owner = self._store.read.rows("sessions", {"term_key": s.term_key, "status": "active"})
             if owner and owner[0]["session_id"] != session_id:
                 raise TerminalOwned(s.term_key, owner[0]["agent_id"])
         new = s.model_copy(update={"status": Presence(status), "updated_at_us": now, "version": s.version + 1})
@@ -202,7 +202,7 @@ class AgentCalls(WorldCore):
         """The agent's presence recomputed from its sessions, with ``overrides`` (session id -> status)."""
         agent_id = agent["agent_id"]
         sessions = [{**r, "status": overrides.get(r["session_id"], r["status"])}
-                    for r in self.store.read.rows("sessions", {"agent_id": agent_id})]
+                    for r in self._store.read.rows("sessions", {"agent_id": agent_id})]
         return Update("agents", {"agent_id": agent_id}, agent["version"],
                       {"status": presence_of(sessions).value, "last_seen_us": now}, "agent", agent_id)
 

@@ -75,7 +75,7 @@ class ApprovalCalls(WorldCore):
         return self._get(Approval, "approvals", "approval", approval_id, actor, approval_id=approval_id)
 
     def _current_epoch_name(self) -> str | None:
-        row = self.store.read.current_policy_epoch()
+        row = self._store.read.current_policy_epoch()
         return str(row["epoch"]) if row is not None else None
 
     def _spend_approval(self, actor: str, approval_id: str | None, kind: str, object_id: str,
@@ -83,7 +83,7 @@ class ApprovalCalls(WorldCore):
         """The compare-and-set that spends a valid approval for this exact action (or ``ApprovalInvalid``)."""
         if approval_id is None:
             raise ApprovalInvalid(actor, None, "an S3 action needs an approval")
-        row = self.store.read.get("approvals", approval_id=approval_id)
+        row = self._store.read.get("approvals", approval_id=approval_id)
         if row is None:
             raise ApprovalInvalid(actor, approval_id, "no such approval")
         a = Approval.model_validate(row)

@@ -131,7 +131,7 @@ class ArtifactCalls(WorldCore):
         """The artifact write path: a known ``op_id`` is answered from the ledger (nothing planned, decided
         or staged); else the plan is built once (reads only), decided, the bytes staged, the plan committed
         through ``_write`` and the staged file promoted. Any failure after staging removes the staged file."""
-        if op_id is not None and self.store.operation(check_id("op_id", op_id)) is not None:
+        if op_id is not None and self._store.operation(check_id("op_id", op_id)) is not None:
             return self._write(command, actor, req, _answered_from_ledger, Artifact, op_id=op_id, cause=cause)
         planned = plan(self.clock.now_us())
         self._authorize(actor, planned.checks, command)  # the decision, before any byte reaches disk
@@ -221,7 +221,7 @@ class ArtifactCalls(WorldCore):
     def artifact_versions(self, artifact_id: str, *, actor: str | None = None) -> list[ArtifactVersion]:
         check_id("artifact_id", artifact_id)
         self.get_artifact(artifact_id, actor=actor)
-        return [ArtifactVersion.model_validate(r) for r in self.store.read.rows(
+        return [ArtifactVersion.model_validate(r) for r in self._store.read.rows(
             "artifact_versions", {"artifact_id": artifact_id}, order_by=("version",))]
 
     def read_artifact(self, artifact_id: str, version: int | None = None, *,

@@ -58,7 +58,11 @@ class RuntimeBook(DecisionCalls, ControllerStepCalls, PolicyEpochCalls, Revocati
         ids = ids or RandomIds()
         super().__init__(store, door=store.runtime_door(), policy=policy, clock=clock, ids=ids,
                          artifact_dir=artifact_dir)
-        self.store: Store = store
+        self._store: Store = store
+        #: The full store: the runtime's reads (log followers, signals, metrics) and its migrations.
+        self.store = store
+        #: How the world's calls are decided (the runtime clears its plan memo on a reload).
+        self.policy = policy
         #: The agent-facing World: decided writes only, reads through the PDP, no path back to this book's door.
         self.world = World(store.read_only(), door=store.decided_door(), policy=policy, clock=clock, ids=ids,
                            artifact_dir=artifact_dir, denials=self.record_denial)
@@ -72,7 +76,7 @@ class RuntimeBook(DecisionCalls, ControllerStepCalls, PolicyEpochCalls, Revocati
                     term_key=term_key)
 
         def plan(now: int) -> Plan:
-            if self.store.read.rows("agents", {"role_id": GOVERNOR_ROLE}, limit=1):
+            if self._store.read.rows("agents", {"role_id": GOVERNOR_ROLE}, limit=1):
                 raise NotPermitted(agent_id, "bootstrap", "agent", agent_id, "a governor already exists")
             p = self.world._plan_register(req, now)
             p.event_type = "governor.bootstrapped"
@@ -89,7 +93,7 @@ class RuntimeBook(DecisionCalls, ControllerStepCalls, PolicyEpochCalls, Revocati
             op_id=None, cause=None, decided=False)
 
     def close(self) -> None:
-        self.store.close()
+        self._store.close()
 
 
 def open_world(url: str, *, policy: Authorizer, artifact_dir: Path | str | None = None, clock: Clock | None = None,

@@ -60,7 +60,7 @@ class ChannelCalls(AgentCalls):
             self._row("agents", "agent", req.recipient or "", agent_id=req.recipient)
             slots: list[str | None] = [req.recipient]
         elif req.recipient_kind is RecipientKind.ALL:
-            slots = [a["agent_id"] for a in self.store.read.rows("agents", {"status": "active"}, limit=MAX_FANOUT)
+            slots = [a["agent_id"] for a in self._store.read.rows("agents", {"status": "active"}, limit=MAX_FANOUT)
                      if a["agent_id"] != actor]
         else:
             slots = [req.recipient]
@@ -83,9 +83,9 @@ class ChannelCalls(AgentCalls):
             agents = [a for a in agents if a.agent_id == receiver]
             if not agents:
                 raise TargetUnresolved(str(target), f"receiver {receiver!r} is not a live identity of it")
-        rows = self.store.read.inbox([a.agent_id for a in agents], sorted({a.role_id for a in agents}),
+        rows = self._store.read.inbox([a.agent_id for a in agents], sorted({a.role_id for a in agents}),
                                      sorted({a.platform for a in agents if a.platform}), limit)
-        messages = {m["message_id"]: m for m in self.store.read.rows(
+        messages = {m["message_id"]: m for m in self._store.read.rows(
             "messages", {"message_id": sorted({d["message_id"] for d in rows})})} if rows else {}
         own = {a.agent_id for a in agents}
         out = []
@@ -94,7 +94,7 @@ class ChannelCalls(AgentCalls):
             if d["recipient_kind"] in ("any", "role", "platform") and m["sender"] in own:
                 continue  # a pool message is not for its own sender
             out.append(Inbox(message=Message.model_validate(m), delivery=Delivery.model_validate(d)))
-        if self.policy.external:  # each reader sees only what the policy lets it read
+        if self._policy.external:  # each reader sees only what the policy lets it read
             reader = receiver or agents[0].agent_id
             rows = [{**i.delivery.model_dump(mode="json"), "sender": i.message.sender} for i in out]
             allowed = {r["delivery_id"] for r in self._readable(reader, "message", rows, "delivery_id")}

@@ -87,7 +87,7 @@ class ControllerStepCalls(WorldCore):
 
     def _plan_step(self, req: ControllerStep, now: int) -> Plan:
         changes: list[Change] = []
-        pos = self.store.read.get("controller_positions", world_id=req.world_id)
+        pos = self._store.read.get("controller_positions", world_id=req.world_id)
         current = int(pos["version"]) if pos else 0
         if current != req.expected_version:
             raise VersionConflict("controller", req.world_id, req.expected_version, current)
@@ -103,7 +103,7 @@ class ControllerStepCalls(WorldCore):
         wake_ids: list[str] = []
         skipped: list[str] = []
         for w in req.wakes:
-            if self.store.read.rows("wakes", {"idempotency_key": w.idempotency_key}, limit=1):
+            if self._store.read.rows("wakes", {"idempotency_key": w.idempotency_key}, limit=1):
                 skipped.append(w.idempotency_key)  # already queued (by an earlier delivery of the same key)
                 continue
             self._row("agents", "agent", w.target_agent, agent_id=w.target_agent)
@@ -128,7 +128,7 @@ class ControllerStepCalls(WorldCore):
         changes: list[Change] = []
         upserted = {f.fact_id for f in req.upserts}
         for fact in req.upserts:
-            row = self.store.read.get("controller_facts", world_id=req.world_id, fact_id=fact.fact_id)
+            row = self._store.read.get("controller_facts", world_id=req.world_id, fact_id=fact.fact_id)
             values = {"kind": fact.kind, "fact": fact.fact, "active": True, "updated_at_us": now}
             changes.append(Insert("controller_facts", {"world_id": req.world_id, "fact_id": fact.fact_id,
                                                        **values, "version": 1}, "controller_fact", fact.fact_id)
@@ -138,7 +138,7 @@ class ControllerStepCalls(WorldCore):
         for fact_id in req.retracts:
             if fact_id in upserted:
                 continue
-            row = self.store.read.get("controller_facts", world_id=req.world_id, fact_id=fact_id)
+            row = self._store.read.get("controller_facts", world_id=req.world_id, fact_id=fact_id)
             if row is not None and row["active"]:
                 changes.append(Update("controller_facts", {"world_id": req.world_id, "fact_id": fact_id},
                                       int(row["version"]), {"active": False, "updated_at_us": now},
@@ -147,12 +147,12 @@ class ControllerStepCalls(WorldCore):
 
     def controller_position(self, world_id: str) -> ControllerPosition | None:
         """Where the controller of ``world_id`` stands (``None`` before its first step)."""
-        row = self.store.read.get("controller_positions", world_id=check_id("world_id", world_id))
+        row = self._store.read.get("controller_positions", world_id=check_id("world_id", world_id))
         return ControllerPosition.model_validate(row) if row else None
 
     def controller_facts(self, world_id: str) -> list[dict[str, Any]]:
         """The controller's stored (active) facts, as committed with its steps."""
-        rows = self.store.read.rows("controller_facts", {"world_id": check_id("world_id", world_id), "active": True},
+        rows = self._store.read.rows("controller_facts", {"world_id": check_id("world_id", world_id), "active": True},
                                     order_by=("fact_id",))
         return [dict(r["fact"]) for r in rows]
 

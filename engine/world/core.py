@@ -85,9 +85,9 @@ class WorldCore:
     def __init__(self, store: Store | ReadOnlyStore, *, door: Door, policy: Authorizer, clock: Clock | None = None,
                  ids: IdSource | None = None, artifact_dir: Path | None = None,
                  denials: DenialRecorder | None = None) -> None:
-        self.store = store
+        self._store = store
         self._door = door
-        self.policy = policy
+        self._policy = policy
         self.clock: Clock = clock or SystemClock()
         self.ids: IdSource = ids or RandomIds()
         self.artifact_dir = artifact_dir
@@ -96,7 +96,7 @@ class WorldCore:
     # -- reads -------------------------------------------------------------------------------------
 
     def _row(self, table: str, kind: str, ident: str, **key: Any) -> dict[str, Any]:
-        row = self.store.read.get(table, **key)
+        row = self._store.read.get(table, **key)
         if row is None:
             raise NotFound(kind, ident)
         return row
@@ -107,7 +107,7 @@ class WorldCore:
     def _reader(self, actor: str | None) -> str | None:
         """The reading agent: required (and validated) when an external PDP decides reads."""
         if actor is None:
-            if self.policy.external:
+            if self._policy.external:
                 raise InvalidInput("actor", "reads are decided by the policy: say who is reading")
             return None
         return check_id("actor", actor)
@@ -115,15 +115,15 @@ class WorldCore:
     def _may_read(self, actor: str | None, kind: str, ident: str, row: dict[str, Any]) -> None:
         """Raise unless ``actor`` may read this row (no-op without a PDP)."""
         who = self._reader(actor)
-        if who is not None and self.policy.external:
+        if who is not None and self._policy.external:
             self._authorize(who, [Check(kind, ident, "read", row)], "read")
 
     def _readable(self, actor: str | None, kind: str, rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
         """The rows ``actor`` may read, in order (all of them without a PDP)."""
         who = self._reader(actor)
-        if who is None or not self.policy.external or not rows:
+        if who is None or not self._policy.external or not rows:
             return rows
-        decisions = self.policy.decide(who, [Check(kind, str(r[key]), "read", r) for r in rows])
+        decisions = self._policy.decide(who, [Check(kind, str(r[key]), "read", r) for r in rows])
         return [r for r, d in zip(rows, decisions, strict=True) if d.allowed("read")]
 
     def _get(self, model: type[R], table: str, kind: str, ident: str, actor: str | None, **key: Any) -> R:
@@ -140,15 +140,15 @@ class WorldCore:
         policy's plan (or, if the plan cannot be expressed in SQL, batched single checks). ``plans``: read
         plans by kind already asked for ``actor`` in this call (several kinds in one round trip)."""
         who = self._reader(actor)
-        if who is None or not self.policy.external:
-            rows = self.store.read.rows(table, where, order_by=order_by, limit=limit, descending=descending)
+        if who is None or not self._policy.external:
+            rows = self._store.read.rows(table, where, order_by=order_by, limit=limit, descending=descending)
             return [model.model_validate(r) for r in rows]
-        plan = plans[kind] if plans is not None and kind in plans else self.policy.plan(who, kind, "read")
+        plan = plans[kind] if plans is not None and kind in plans else self._policy.plan(who, kind, "read")
         try:
-            rows = self.store.read.rows_allowed(kind, plan, where, order_by=order_by, limit=limit,
+            rows = self._store.read.rows_allowed(kind, plan, where, order_by=order_by, limit=limit,
                                                 descending=descending) if plan is not None else []
         except UntranslatablePlan:
-            rows = self.store.read.rows(table, where, order_by=order_by, descending=descending)
+            rows = self._store.read.rows(table, where, order_by=order_by, descending=descending)
             key = next(iter(STATE_TABLE_KEYS[table]))
             rows = self._readable(who, kind, rows, key)[:limit]
         return [model.model_validate(r) for r in rows]
@@ -156,7 +156,7 @@ class WorldCore:
     def _authorize(self, actor: str, checks: Sequence[Check], command: str) -> str | None:
         """The PDP's decision for ``checks``; a denial is recorded in the log (audit) and re-raised."""
         try:
-            return self.policy.authorize(actor, checks)
+            return self._policy.authorize(actor, checks)
         except PolicyDenied as denied:
             if self._denials is not None:
                 self._denials(actor, command, denied)
@@ -178,7 +178,7 @@ class WorldCore:
             if self.reserved_op_ids is not None and self.reserved_op_ids.search(op_id):
                 raise InvalidInput("op_id", f"{op_id!r} is reserved for the runtime's own bookkeeping "
                                    "(recorded decisions, controller steps, revocations)")
-            stored = self.store.operation(op_id)
+            stored = self._store.operation(op_id)
             if stored is not None:
                 if stored.request_hash != digest or stored.command != command:
                     raise OperationConflict(op_id, command)

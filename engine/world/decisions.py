@@ -38,7 +38,7 @@ class DecisionCalls(WorldCore):
         """The decision recorded for ``wake_id`` (``None`` if none was). Only a ``record_decision`` entry of
         the ledger counts (the World refuses these operation ids from agents)."""
         op_id = f"{check_id('wake_id', wake_id)}:decide"
-        stored = self.store.operation(op_id)
+        stored = self._store.operation(op_id)
         if stored is None:
             return None
         if stored.command != "record_decision":

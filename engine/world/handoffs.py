@@ -68,7 +68,7 @@ class HandoffCalls(WorldCore):
         intersected with its own maximum."""
         source = self._row("agents", "agent", actor, agent_id=actor)
         held = capabilities_of(source["capability_profile"])
-        inherited = delegations(self.store.read, actor).get(req.task_id)
+        inherited = delegations(self._store.read, actor).get(req.task_id)
         if inherited is not None:
             held &= inherited
         if "capabilities" not in req.authority_scope:

@@ -118,7 +118,7 @@ class MemoryCalls(WorldCore):
         """The memory, if ``actor`` may see it by scope; else ``NotPermitted``."""
         check_id("memory_id", memory_id)
         check_id("actor", actor)
-        if self.policy.external:
+        if self._policy.external:
             return self._get(Memory, "memory", "memory", memory_id, actor, memory_id=memory_id)
         mem = self._load(Memory, "memory", "memory", memory_id, memory_id=memory_id)
         if not self._can_see(actor, mem):
@@ -168,7 +168,7 @@ class MemoryCalls(WorldCore):
     def _can_see(self, actor: str, mem: Memory) -> bool:
         if mem.scope in (MemoryScope.SHARED, MemoryScope.ARCHIVE) or mem.owner == actor:
             return True
-        return mem.scope is MemoryScope.ROOM and mem.room_id in self.store.read.active_rooms_of(actor)
+        return mem.scope is MemoryScope.ROOM and mem.room_id in self._store.read.active_rooms_of(actor)
 
     def propose_memory(self, actor: str, memory_id: str, *, expected_version: int | None = None,
                        op_id: str | None = None, cause: Cause | None = None) -> Memory:
@@ -240,10 +240,10 @@ class MemoryCalls(WorldCore):
         seen: dict[str, Memory] = {}
         frontier = [memory_id]
         while frontier and len(seen) < MAX_REVOKE_CASCADE:
-            edges = self.store.read.rows("provenance_edges", {"src_id": frontier, "dst_kind": "memory",
+            edges = self._store.read.rows("provenance_edges", {"src_id": frontier, "dst_kind": "memory",
                                                               "relation": "derived_from"})
             targets = sorted({e["dst_id"] for e in edges} - set(seen) - {memory_id})
-            rows = self.store.read.rows("memory", {"memory_id": targets}) if targets else []
+            rows = self._store.read.rows("memory", {"memory_id": targets}) if targets else []
             frontier = []
             for row in rows:
                 if row["status"] != MemoryStatus.REVOKED.value:
@@ -254,14 +254,14 @@ class MemoryCalls(WorldCore):
     def list_memory(self, actor: str, *, limit: int = 500) -> list[Memory]:
         """Memory ``actor`` may see by scope, newest first."""
         check_id("actor", actor)
-        if self.policy.external:
+        if self._policy.external:
             now = self.clock.now_us()
             live = [m for m in self._list(Memory, "memory", "memory", actor, {}, order_by=("updated_at_us",),
                                           descending=True)
                     if m.status.value not in ("revoked", "rejected") and (m.expires_at_us or now + 1) > now]
             return live[:limit]
-        rooms = self.store.read.active_rooms_of(actor)
-        rows = self.store.read.visible_memory(actor, rooms, self.clock.now_us(), limit)
+        rooms = self._store.read.active_rooms_of(actor)
+        rows = self._store.read.visible_memory(actor, rooms, self.clock.now_us(), limit)
         return [Memory.model_validate(r) for r in rows]
 
     def _memory_action(self, action: str, actor: str, memory_id: str, expected_version: int | None,
@@ -292,7 +292,7 @@ class MemoryCalls(WorldCore):
             raise NotPermitted(actor, action, "memory", mem.memory_id, f"under review by {mem.reviewer}")
 
     def _require_member(self, actor: str, room_id: str, action: str) -> None:
-        if room_id not in self.store.read.active_rooms_of(actor):
+        if room_id not in self._store.read.active_rooms_of(actor):
             raise NotPermitted(actor, action, "room", room_id, "not an active member")
 
 
@@ -313,7 +313,7 @@ def seal_memory_content(world: WorldCore, reader: str, rows: Sequence[dict[str, 
                                         result_memory(r.get("result"))] if m is not None}
     if not wanted:
         return list(rows)
-    found = world.store.read.rows("memory", {"memory_id": sorted(wanted)})
+    found = world._store.read.rows("memory", {"memory_id": sorted(wanted)})
     readable = {str(m["memory_id"]) for m in world._readable(reader, "memory", found, "memory_id")}
     sealed = wanted - readable  # memory gone from the table is sealed too
     if not sealed:

@@ -137,7 +137,7 @@ def _room_rule(world: WorldCore, actor: str, action: str, row: dict[str, Any], n
     elif action in ("discuss", "distill", "answer"):
         rooms._open_room_of_member(actor, rid, action)
         if action == "answer":
-            answers = rooms.store.read.rows("room_answers", {"room_id": rid})
+            answers = rooms._store.read.rows("room_answers", {"room_id": rid})
             if any(a["agent_id"] == actor for a in answers):
                 raise AlreadyExists("room_answer", f"{rid}/{actor}")
             if any(a["revealed"] for a in answers):
@@ -151,7 +151,7 @@ def _room_rule(world: WorldCore, actor: str, action: str, row: dict[str, Any], n
 def _room_question(world: WorldCore, actor: str, action: str, row: dict[str, Any]) -> Check | None:
     # joining and leaving oneself are decided on one's membership, as join_room and leave_room ask
     if action == "join":
-        member = world.store.read.get("room_members", room_id=row["room_id"], agent_id=actor)
+        member = world._store.read.get("room_members", room_id=row["room_id"], agent_id=actor)
         return membership_check("join", row, actor, membership_of(member))
     if action == "leave":
         return membership_check("leave", row, actor, "active")
@@ -209,7 +209,7 @@ class PermissionCalls(ApprovalCalls):
         found: dict[tuple[str, str], dict[str, Any]] = {}
         for kind, idents in wanted.items():
             table, key = OBJECT_TABLES[kind]
-            for row in self.store.read.rows(table, {key: sorted(idents)}):
+            for row in self._store.read.rows(table, {key: sorted(idents)}):
                 found[(kind, str(row[key]))] = row
         out: list[tuple[str, str, dict[str, Any] | None]] = []
         for kind, ident in objects:
@@ -231,7 +231,7 @@ class PermissionCalls(ApprovalCalls):
         if len(objects) > 10_000:
             raise InvalidInput("objects", f"{len(objects)} objects; at most 10000 per call")
         loaded = self._object_rows([(kind, str(ident)) for kind, ident in objects])
-        decisions = self.policy.decide_actions(actor, loaded)
+        decisions = self._policy.decide_actions(actor, loaded)
         as_target = self._decided_as_targets(actor, loaded)
         now = self.clock.now_us()
         return [self._answer(actor, row, d, as_target.get(ident) if kind == "wake" else None, now)
@@ -246,7 +246,7 @@ class PermissionCalls(ApprovalCalls):
                 by_target.setdefault(str(row["target_agent"]), []).append((kind, ident, row))
         out: dict[str, Decision] = {}
         for target, wakes in by_target.items():
-            out.update((d.id, d) for d in self.policy.decide_actions(target, wakes))
+            out.update((d.id, d) for d in self._policy.decide_actions(target, wakes))
         return out
 
     def _answer(self, actor: str, row: dict[str, Any] | None, decision: Decision, as_target: Decision | None,
@@ -276,7 +276,7 @@ class PermissionCalls(ApprovalCalls):
         rules = WORLD_RULES.get(decision.kind)
         asked = {a: q for a in actions if rules is not None and rules.question is not None and row is not None
                  and (q := rules.question(self, actor, a, row)) is not None}
-        own = dict(zip(asked, self.policy.decide(actor, list(asked.values())), strict=True)) if asked else {}
+        own = dict(zip(asked, self._policy.decide(actor, list(asked.values())), strict=True)) if asked else {}
         out = []
         for action in actions:
             d = own.get(action) or (as_target if as_target is not None and action in RUN_FOR_TARGET else decision)

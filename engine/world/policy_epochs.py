@@ -24,7 +24,7 @@ class _Activate(Model):
 class PolicyEpochReads(WorldCore):
     def current_policy_epoch(self) -> PolicyEpoch | None:
         """The epoch the world's writes are decided under now (``None``: no PDP has ever governed it)."""
-        row = self.store.read.current_policy_epoch()
+        row = self._store.read.current_policy_epoch()
         return PolicyEpoch.model_validate(row) if row is not None else None
 
 

@@ -70,15 +70,15 @@ class ProjectionCalls(WorldCore):
         check_id("agent_id", agent_id)
         budget = max(1, min(int(budget), 10_000))
         w = weights or ProjectionWeights()
-        read = self.store.read
+        read = self._store.read
         position, now = read.last_seq(), self.clock.now_us()
         agent = self._load(Agent, "agents", "agent", agent_id, agent_id=agent_id)
         self._may_view(actor or agent_id, agent_id)
         room_ids = read.active_rooms_of(agent_id)
         limit = budget * 2 * CANDIDATE_FACTOR
         kinds = ("memory", "task", "state", "handoff", "room", "artifact")
-        plans = dict(zip(kinds, self.policy.plans(agent_id, [(k, "read") for k in kinds]), strict=True)) \
-            if self.policy.external else None  # the read plans in one round trip (remembered: plan_memo)
+        plans = dict(zip(kinds, self._policy.plans(agent_id, [(k, "read") for k in kinds]), strict=True)) \
+            if self._policy.external else None  # the read plans in one round trip (remembered: plan_memo)
         memory = self._visible_memory(agent_id, room_ids, now, limit, plans)
         if (actor or agent_id) != agent_id:  # sealed from every other viewer, governors included
             memory = [m for m in memory if m.scope is not MemoryScope.PRIVATE]
@@ -125,15 +125,15 @@ class ProjectionCalls(WorldCore):
         check_id("actor", actor)
         if actor == agent_id:
             return
-        row = self.store.read.get("agents", agent_id=actor)
+        row = self._store.read.get("agents", agent_id=actor)
         if row is None or row["role_id"] != GOVERNOR_ROLE:
             raise NotPermitted(actor, "view", "agent", agent_id, "only the agent itself or a governor sees its view")
 
     def _visible_memory(self, agent_id: str, room_ids: list[str], now: int, limit: int,
                         plans: Mapping[str, PlanFilter | None] | None = None) -> list[Memory]:
         live = ("revoked", "rejected")
-        if not self.policy.external:
-            return [Memory.model_validate(r) for r in self.store.read.visible_memory(agent_id, room_ids, now, limit)]
+        if not self._policy.external:
+            return [Memory.model_validate(r) for r in self._store.read.visible_memory(agent_id, room_ids, now, limit)]
         rows = self._list(Memory, "memory", "memory", agent_id, {}, order_by=("updated_at_us",), descending=True,
                           limit=limit, plans=plans)
         return [m for m in rows if m.status.value not in live and (m.expires_at_us is None or m.expires_at_us > now)]

@@ -40,8 +40,8 @@ class RevocationCalls(WorldCore):
     def recheck_queued_work(self, epoch: str | None) -> RevocationReport:
         """Decide every pending wake (may its target claim it?) and pending handoff (may its target accept
         it?) under the current policy; revoke what is no longer allowed."""
-        wakes = self.store.read.rows("wakes", {"status": "pending"}, limit=MAX_RECHECK)
-        handoffs = self.store.read.rows("handoffs", {"status": "pending"}, limit=MAX_RECHECK)
+        wakes = self._store.read.rows("wakes", {"status": "pending"}, limit=MAX_RECHECK)
+        handoffs = self._store.read.rows("handoffs", {"status": "pending"}, limit=MAX_RECHECK)
         revoked_wakes = [w["wake_id"] for w in wakes if not self._still_allowed(w["target_agent"], "wake",
                                                                                 w["wake_id"], "claim", w)]
         revoked_handoffs = [h["handoff_id"] for h in handoffs
@@ -54,9 +54,9 @@ class RevocationCalls(WorldCore):
                                 wakes_revoked=revoked_wakes, handoffs_revoked=revoked_handoffs)
 
     def _still_allowed(self, actor: str, kind: str, ident: str, action: str, row: dict[str, Any]) -> bool:
-        if self.store.read.get("agents", agent_id=actor) is None:
+        if self._store.read.get("agents", agent_id=actor) is None:
             return False
-        return self.policy.decide(actor, [Check(kind, ident, action, row)])[0].allowed(action)
+        return self._policy.decide(actor, [Check(kind, ident, action, row)])[0].allowed(action)
 
     def _revoke_wake(self, wake_id: str, epoch: str | None) -> None:
         reason = f"revoked: policy epoch {epoch} no longer lets the target claim this wake"

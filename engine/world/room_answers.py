@@ -55,7 +55,7 @@ class RoomAnswerCalls(WorldCore):
         room_row = self._row("rooms", "room", rid, room_id=rid)
         ROOM_LIFECYCLE.target(rid, str(room_row["status"]), "answer")
         self._require_room_member(actor, rid, "answer in")
-        answers = self.store.read.rows("room_answers", {"room_id": rid})
+        answers = self._store.read.rows("room_answers", {"room_id": rid})
         if any(a["agent_id"] == actor for a in answers):
             raise AlreadyExists("room_answer", f"{rid}/{actor}")
         if any(a["revealed"] for a in answers):
@@ -84,7 +84,7 @@ class RoomAnswerCalls(WorldCore):
         if not hidden:
             return []
         ids = [a["memory_id"] for a in hidden]
-        mems = {m["memory_id"]: m for m in self.store.read.rows("memory", {"memory_id": ids})}
+        mems = {m["memory_id"]: m for m in self._store.read.rows("memory", {"memory_id": ids})}
         changes: list[Change] = []
         for a in hidden:
             mem = mems[a["memory_id"]]
@@ -99,7 +99,7 @@ class RoomAnswerCalls(WorldCore):
         """What a leave adds while the room's blind round is open: the room's compare-and-set (so a leave
         and a commit serialise) and, if everyone still present has answered, the reveal."""
         rid = str(room_row["room_id"])
-        answers = self.store.read.rows("room_answers", {"room_id": rid})
+        answers = self._store.read.rows("room_answers", {"room_id": rid})
         if not answers or any(a["revealed"] for a in answers):
             return []
         bump: list[Change] = [Update("rooms", {"room_id": rid}, int(room_row["version"]), {}, "room", rid)]
@@ -114,7 +114,7 @@ class RoomAnswerCalls(WorldCore):
         whatever the policy would let a reader see."""
         check_id("room_id", room_id)
         self._get(Room, "rooms", "room", room_id, actor, room_id=room_id)
-        rows = self.store.read.rows("room_answers", {"room_id": room_id}, order_by=("committed_at_us", "agent_id"))
+        rows = self._store.read.rows("room_answers", {"room_id": room_id}, order_by=("committed_at_us", "agent_id"))
         if actor is None:
             return [RoomAnswer.model_validate(r) for r in rows]
         others = [r for r in rows if r["revealed"] and r["agent_id"] != actor]
@@ -125,17 +125,17 @@ class RoomAnswerCalls(WorldCore):
     def _readable_answer_memory(self, actor: str, room_id: str, answers: list[dict[str, Any]]) -> set[str]:
         if not answers:
             return set()
-        if not self.policy.external:  # the memory scopes: room memory is its active members'
-            return {a["memory_id"] for a in answers} if room_id in self.store.read.active_rooms_of(actor) else set()
-        mems = self.store.read.rows("memory", {"memory_id": [a["memory_id"] for a in answers]})
+        if not self._policy.external:  # the memory scopes: room memory is its active members'
+            return {a["memory_id"] for a in answers} if room_id in self._store.read.active_rooms_of(actor) else set()
+        mems = self._store.read.rows("memory", {"memory_id": [a["memory_id"] for a in answers]})
         return {m["memory_id"] for m in self._readable(actor, "memory", mems, "memory_id")}
 
     # -- membership, shared by the room calls ------------------------------------------------------
 
     def _active_member_ids(self, room_id: str) -> list[str]:
-        return [str(m["agent_id"]) for m in self.store.read.rows("room_members", {"room_id": room_id, "active": True})]
+        return [str(m["agent_id"]) for m in self._store.read.rows("room_members", {"room_id": room_id, "active": True})]
 
     def _require_room_member(self, actor: str, room_id: str, action: str) -> None:
-        row = self.store.read.get("room_members", room_id=room_id, agent_id=actor)
+        row = self._store.read.get("room_members", room_id=room_id, agent_id=actor)
         if row is None or not row["active"]:
             raise NotPermitted(actor, action, "room", room_id, "not an active member")

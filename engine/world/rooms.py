@@ -147,7 +147,7 @@ class RoomCalls(RoomAnswerCalls):
             room_row = self._row("rooms", "room", room_id, room_id=room_id)
             ROOM_LIFECYCLE.target(room_id, str(room_row["status"]), "join")  # only an open room takes anyone in
             self._row("agents", "agent", req.agent_id, agent_id=req.agent_id)
-            row = self.store.read.get("room_members", room_id=room_id, agent_id=req.agent_id)
+            row = self._store.read.get("room_members", room_id=room_id, agent_id=req.agent_id)
             state = membership_of(row)
             if state in ("active", "invited"):
                 raise AlreadyExists("room_invitation", f"{room_id}/{req.agent_id}")
@@ -173,7 +173,7 @@ class RoomCalls(RoomAnswerCalls):
             room = self._load(Room, "rooms", "room", room_id, room_id=room_id)
             ROOM_LIFECYCLE.target(room_id, room.status.value, "join")
             self._row("agents", "agent", req.agent_id, agent_id=req.agent_id)
-            row = self.store.read.get("room_members", room_id=room_id, agent_id=req.agent_id)
+            row = self._store.read.get("room_members", room_id=room_id, agent_id=req.agent_id)
             member = RoomMember(room_id=room_id, agent_id=req.agent_id, active=True, joined_at_us=now,
                                 version=row["version"] + 1 if row else 1)
             change: Change = self._member_insert(room_id, req.agent_id, now) if row is None else Update(
@@ -221,7 +221,7 @@ class RoomCalls(RoomAnswerCalls):
         """The one close path: the room closes and every active member leaves, in one transaction."""
         leaves = [Update("room_members", {"room_id": room_id, "agent_id": m["agent_id"]}, m["version"],
                          {"active": False, "left_at_us": now}, "room_member", f"{room_id}/{m['agent_id']}")
-                  for m in self.store.read.rows("room_members", {"room_id": room_id, "active": True})]
+                  for m in self._store.read.rows("room_members", {"room_id": room_id, "active": True})]
         p, _ = self._transition(Room, "rooms", "room", room_id, ROOM_LIFECYCLE, "close", now,
                                 time_field="closed_at_us", extra=leaves, event_type="room.closed", payload=payload)
         return p
@@ -233,7 +233,7 @@ class RoomCalls(RoomAnswerCalls):
     def room_members(self, room_id: str, *, active_only: bool = True, actor: str | None = None) -> list[RoomMember]:
         self.get_room(room_id, actor=actor)
         where: dict[str, Any] = {"room_id": room_id, **({"active": True} if active_only else {})}
-        return [RoomMember.model_validate(r) for r in self.store.read.rows("room_members", where)]
+        return [RoomMember.model_validate(r) for r in self._store.read.rows("room_members", where)]
 
     # -- discuss -------------------------------------------------------------------------------------
 
@@ -261,7 +261,7 @@ class RoomCalls(RoomAnswerCalls):
         self._get(Room, "rooms", "room", room_id, actor, room_id=room_id)
         if actor is not None:
             self._require_room_member(actor, room_id, "read the discussion of")
-        rows = self.store.read.rows("events", {"subject_kind": "room", "subject_id": room_id,
+        rows = self._store.read.rows("events", {"subject_kind": "room", "subject_id": room_id,
                                                "event_type": "room.discussed"},
                                     order_by=("seq",), descending=True, limit=limit)
         return [RoomMessage(room_id=room_id, event_id=r["event_id"], sender=r["actor_id"], body=r["payload"]["body"],
@@ -307,7 +307,7 @@ class RoomCalls(RoomAnswerCalls):
                             *(Check("memory", s["memory_id"], "read", s) for s in sources)])
 
     def _room_sources(self, room_id: str, ids: list[str]) -> list[dict[str, Any]]:
-        rows = {r["memory_id"]: r for r in self.store.read.rows("memory", {"memory_id": ids})}
+        rows = {r["memory_id"]: r for r in self._store.read.rows("memory", {"memory_id": ids})}
         for mid in ids:
             row = rows.get(mid)
             if row is None:
@@ -328,10 +328,10 @@ class RoomCalls(RoomAnswerCalls):
         if now_us is not None and (not isinstance(now_us, int) or now_us < 0):
             raise InvalidInput("now_us", f"{now_us!r} is not a time in microseconds")
         now = self.clock.now_us() if now_us is None else now_us
-        due = [r for r in self.store.read.rows("rooms", {"status": RoomStatus.OPEN.value}) if self._is_stale(r, now)]
+        due = [r for r in self._store.read.rows("rooms", {"status": RoomStatus.OPEN.value}) if self._is_stale(r, now)]
         if not due:
             return []
-        decisions = self.policy.decide(actor, [Check("room", r["room_id"], "close", r) for r in due])
+        decisions = self._policy.decide(actor, [Check("room", r["room_id"], "close", r) for r in due])
         closed: list[Room] = []
         for row, decision in zip(due, decisions, strict=True):
             if decision.allowed("close"):
@@ -366,9 +366,9 @@ class RoomCalls(RoomAnswerCalls):
         if clause.kind == "members":
             return not self._active_member_ids(rid)
         if clause.kind == "answers":
-            answers = self.store.read.rows("room_answers", {"room_id": rid})
+            answers = self._store.read.rows("room_answers", {"room_id": rid})
             return bool(answers) and all(a["revealed"] for a in answers)
-        last = self.store.read.rows("events", {"subject_kind": "room", "subject_id": rid,
+        last = self._store.read.rows("events", {"subject_kind": "room", "subject_id": rid,
                                                "event_type": list(ROOM_ACTIVITY)},
                                     order_by=("seq",), descending=True, limit=1)
         since = int(last[0]["created_at_us"]) if last else int(room_row["created_at_us"])

@@ -24,7 +24,7 @@ class SnapshotCalls(WorldCore):
     def take_snapshot(self, actor: str) -> SnapshotRef:
         """Record the state image as of the current log position (read in one consistent view)."""
         check_id("actor", actor)
-        seq, image = self.store.read.state_image()
+        seq, image = self._store.read.state_image()
         sid = self.ids.new("snap")
 
         def plan(now: int) -> Plan:
@@ -44,10 +44,10 @@ class ImageCalls(WorldCore):
 
     def state_image(self) -> StateImage:
         """Every state table as it is now (rows ordered by primary key)."""
-        return fold((), self.store.read.state_image()[1])
+        return fold((), self._store.read.state_image()[1])
 
     def rebuild_state(self, *, from_snapshot: bool = True) -> StateImage:
         """The state folded from the event log (from the latest snapshot plus its tail, or from the start)."""
-        snap = self.store.read.latest_snapshot() if from_snapshot else None
+        snap = self._store.read.latest_snapshot() if from_snapshot else None
         after = int(snap["at_seq"]) if snap else 0
-        return fold(self.store.read.events(after), snap["content"] if snap else None)
+        return fold(self._store.read.events(after), snap["content"] if snap else None)

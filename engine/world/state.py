@@ -100,7 +100,7 @@ class StateCalls(WorldCore):
         def plan(now: int) -> Plan:
             body = req.payload
             if decision:
-                row = self.store.read.get("agents", agent_id=actor)
+                row = self._store.read.get("agents", agent_id=actor)
                 body = {**body, ACTOR_ROLE_FIELD: str(row["role_id"]) if row is not None else ""}
             return Plan(req.event_type, req.subject_kind, req.subject_id,
                         EventRef(event_id=event_id, event_type=req.event_type, created_at_us=now),
@@ -118,8 +118,8 @@ class StateCalls(WorldCore):
         In every full record, governors' included, the content of memory the reader may not read now
         (another agent's private memory, an unrevealed answer) is sealed (``seal_memory_content``)."""
         self._may_read(actor, "state", "log", {})
-        rows = self.store.read.events(after_seq, limit, newest=newest)
-        if actor is not None and self.policy.external:
+        rows = self._store.read.events(after_seq, limit, newest=newest)
+        if actor is not None and self._policy.external:
             if not self._is_governor(actor):
                 rows = [r if r["actor_id"] == actor else {**r, "changes": [], "result": {}, "payload": {}}
                         for r in rows]
@@ -127,5 +127,5 @@ class StateCalls(WorldCore):
         return [Event.model_validate(r) for r in rows]
 
     def _is_governor(self, agent_id: str) -> bool:
-        row = self.store.read.get("agents", agent_id=agent_id)
+        row = self._store.read.get("agents", agent_id=agent_id)
         return row is not None and row["role_id"] == GOVERNOR_ROLE

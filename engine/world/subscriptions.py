@@ -36,7 +36,7 @@ class SubscriptionCalls(WorldCore):
 
         def plan(now: int) -> Plan:
             agent = self._row("agents", "agent", req.agent_id, agent_id=req.agent_id)
-            row = self.store.read.get("subscriptions", agent_id=req.agent_id, subject_id=req.subject_id)
+            row = self._store.read.get("subscriptions", agent_id=req.agent_id, subject_id=req.subject_id)
             sub = Subscription(agent_id=req.agent_id, subject_id=req.subject_id, active=req.active,
                                created_at_us=row["created_at_us"] if row else now, updated_at_us=now,
                                version=row["version"] + 1 if row else 1)
@@ -58,7 +58,7 @@ class SubscriptionCalls(WorldCore):
             where["agent_id"] = check_id("agent_id", agent_id)
         if subject_id is not None:
             where["subject_id"] = subject_id
-        return [Subscription.model_validate(r) for r in self.store.read.rows(
+        return [Subscription.model_validate(r) for r in self._store.read.rows(
             "subscriptions", where, order_by=("agent_id", "subject_id"))]
 
 

@@ -67,7 +67,7 @@ class TopologyCalls(WorldCore):
                                     TopologyCommit, op_id, cause)
 
     def _plan_topology(self, actor: str, req: TopologyChange, now: int) -> Plan:
-        current = self.store.read.topology_version()
+        current = self._store.read.topology_version()
         if req.expected_topology_version is not None and req.expected_topology_version != current:
             raise VersionConflict("topology", "world", req.expected_topology_version, current)
         new_version = current + 1
@@ -89,7 +89,7 @@ class TopologyCalls(WorldCore):
                 row = self._row("agents", "agent", agent, agent_id=agent)
                 if row.get("unregistered_at_us") or row["status"] == "unregistered":
                     raise InvalidInput(where, f"{agent} is unregistered")
-            existing = self.store.read.get("topology_edges", **key)
+            existing = self._store.read.get("topology_edges", **key)
             if existing is None and not c.active:
                 raise InvalidInput(where, f"{ident} does not exist: nothing to deactivate")
             values = {"scope": c.scope, "weight": c.weight, "active": c.active, "topology_version": new_version,
@@ -124,19 +124,19 @@ class TopologyCalls(WorldCore):
         except AlreadyExists as exc:
             if exc.kind != "topology":
                 raise
-            current = self.store.read.topology_version()
+            current = self._store.read.topology_version()
             raise VersionConflict("topology", "world", current - 1, current) from exc
 
     def _plan_edge(self, actor: str, req: SetEdge, now: int) -> Plan:
         for agent in (req.source_agent, req.target_agent):
             self._row("agents", "agent", agent, agent_id=agent)
-        current = self.store.read.topology_version()
+        current = self._store.read.topology_version()
         if req.expected_topology_version is not None and req.expected_topology_version != current:
             raise VersionConflict("topology", "world", req.expected_topology_version, current)
         new_version = current + 1
         key = {"source_agent": req.source_agent, "target_agent": req.target_agent,
                "edge_type": req.edge_type.value}
-        existing = self.store.read.get("topology_edges", **key)
+        existing = self._store.read.get("topology_edges", **key)
         values = {"scope": req.scope, "weight": req.weight, "active": req.active,
                   "topology_version": new_version, "updated_at_us": now}
         edge = TopologyEdge(**key, **values, version=existing["version"] + 1 if existing else 1)
@@ -155,5 +155,5 @@ class TopologyCalls(WorldCore):
         """The current topology and its version (every run records the version it saw)."""
         self._may_read(actor, "topology", "world", {})
         where = {} if include_inactive else {"active": True}
-        edges = [TopologyEdge.model_validate(r) for r in self.store.read.rows("topology_edges", where)]
-        return Topology(version=self.store.read.topology_version(), edges=edges)
+        edges = [TopologyEdge.model_validate(r) for r in self._store.read.rows("topology_edges", where)]
+        return Topology(version=self._store.read.topology_version(), edges=edges)

@@ -114,7 +114,7 @@ class WakeCalls(WorldCore):
             return EnqueueResult(wake=found, created=False)
 
     def _wake_by_key(self, key: str) -> Wake | None:
-        rows = self.store.read.rows("wakes", {"idempotency_key": key}, limit=1)
+        rows = self._store.read.rows("wakes", {"idempotency_key": key}, limit=1)
         return Wake.model_validate(rows[0]) if rows else None
 
     def _plan_enqueue(self, req: EnqueueWake, now: int) -> Plan:
@@ -144,7 +144,7 @@ class WakeCalls(WorldCore):
         if agent_id is not None:
             check_id("agent_id", agent_id)
         build(ClaimWake, wake_id="probe", lease_seconds=lease_seconds)  # bad input fails even on an empty queue
-        if op_id is not None and (stored := self.store.operation(check_id("op_id", op_id))) is not None:
+        if op_id is not None and (stored := self._store.operation(check_id("op_id", op_id))) is not None:
             if stored.command != "claim_wake":
                 raise OperationConflict(op_id, "claim_wake")
             leased = Wake.model_validate(stored.result)
@@ -153,7 +153,7 @@ class WakeCalls(WorldCore):
             return self._write("claim_wake", decided_as(worker, "claim", leased), req, self._replayed_only,
                                Wake, op_id=op_id, cause=cause)  # answered from the ledger (or a conflict)
         now = self.clock.now_us()
-        for row in self.store.read.due_wakes(now, MAX_CLAIM_CANDIDATES, agent_id):
+        for row in self._store.read.due_wakes(now, MAX_CLAIM_CANDIDATES, agent_id):
             candidate = Wake.model_validate(row)
             req = build(ClaimWake, wake_id=candidate.wake_id, lease_seconds=lease_seconds, worker=worker,
                         agent_id=agent_id)
@@ -280,9 +280,9 @@ class WakeCalls(WorldCore):
     def list_traces(self, *, agent_id: str | None = None, limit: int = 100, actor: str | None = None) -> list[Trace]:
         """The most recent traces (of ``agent_id``), newest first, those of wakes ``actor`` may read."""
         where = {"agent_id": check_id("agent_id", agent_id)} if agent_id is not None else {}
-        rows = self.store.read.rows("traces", where, order_by=("finished_at_us", "trace_id"), limit=limit,
+        rows = self._store.read.rows("traces", where, order_by=("finished_at_us", "trace_id"), limit=limit,
                                     descending=True)
-        wakes = [w for r in rows if (w := self.store.read.get("wakes", wake_id=r["trace_id"])) is not None]
+        wakes = [w for r in rows if (w := self._store.read.get("wakes", wake_id=r["trace_id"])) is not None]
         readable = {w["wake_id"] for w in self._readable(actor, "wake", wakes, "wake_id")}
         rows = [r for r in rows if r["trace_id"] in readable]
         return [Trace.model_validate(r) for r in rows]
@@ -293,7 +293,7 @@ class WakeCalls(WorldCore):
 
     def receipt_for_wake(self, wake_id: str, *, actor: str | None = None) -> Receipt:
         check_id("wake_id", wake_id)
-        rows = self.store.read.rows("receipts", {"wake_id": wake_id}, limit=1)
+        rows = self._store.read.rows("receipts", {"wake_id": wake_id}, limit=1)
         if not rows:
             raise NotFound("receipt", f"for wake {wake_id}")
         self._may_read(actor, "receipt", rows[0]["receipt_id"], rows[0])
