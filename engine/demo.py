@@ -127,7 +127,7 @@ class _Demo:
 
     def agents(self) -> None:
         for agent_id, name, role, term in AGENTS:
-            reg = self.w.register_agent(agent_id, name, role, term)
+            reg = self.w.register_agent(agent_id, name, role, term, actor=GOVERNOR[0])  # roles are granted
             session = self.w.activate_session(f"session:{reg.session.session_id}")
             self.say(f"{agent_id} registered on {term}; session {session.session_id} is {session.status}")
             agent = self.w.grant(GOVERNOR[0], agent_id, capabilities=list(GRANTS[agent_id]), clearance=CLEARANCE)

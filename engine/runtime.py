@@ -103,6 +103,7 @@ class Runtime:
                                  audit_path=settings.resolved_data_dir() / "audit" / "decisions.log")
             address = managed.start()
         pdp = CerbosPdp(address, timeout_s=settings.pdp_timeout_s)
+        store: Store | None = None
         try:
             settings.ensure_sqlite_parent()
             store = Store(settings.db_url, settings.database_options())
@@ -111,6 +112,8 @@ class Runtime:
             store.init(book.clock.now_us())
             book.activate_policy_epoch(probe_epoch(pdp), str(settings.policy_dir))
         except BaseException:
+            if store is not None:
+                store.close()
             pdp.close()
             if managed is not None:
                 managed.stop()

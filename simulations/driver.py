@@ -182,7 +182,7 @@ class ScenarioDriver:
         w.activate_session(f"term:term-{gov}")
         w.grant(gov, gov, capabilities=list(GOVERNOR_CAPABILITIES))
         for a in self.s.agents:
-            w.register_agent(a.id, a.id, a.role, f"term-{a.id}")
+            w.register_agent(a.id, a.id, a.role, f"term-{a.id}", actor=gov)  # a role is the governor's to give
             w.activate_session(f"term:term-{a.id}")
             w.grant(gov, a.id, capabilities=a.capabilities, clearance=a.authority.clearance)
         for t in self.s.world.tasks:

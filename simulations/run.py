@@ -73,12 +73,12 @@ def simulate_file(path: Path, out: Path, *, db_url: str | None = None, seed: int
 
 def parse_sweep(spec: str) -> tuple[str, list[Any]]:
     """``key=v1,v2,...`` -> (key, values); values are read as YAML scalars (``3`` is an int)."""
-    import yaml
+    from engine.yaml_input import parse_yaml_data
 
     key, sep, raw = spec.partition("=")
     if not sep or not key.strip() or not raw.strip():
         raise ScenarioError("--sweep", 0, "sweep", f"expected key=v1,v2,... (got {spec!r})")
-    return key.strip(), [yaml.safe_load(v) for v in raw.split(",") if v.strip()]
+    return key.strip(), [parse_yaml_data(v, "--sweep") for v in raw.split(",") if v.strip()]
 
 
 def sweep(path: Path, spec: str, out: Path, *, db_url: str | None = None, settings: Settings | None = None,

@@ -248,7 +248,11 @@ def lookup_operation(db: Database, op_id: str) -> StoredOperation | None:
         with db.read() as conn:
             row = conn.execute(select(events.c.op_id, events.c.command, events.c.request_hash, events.c.result,
                                       events.c.event_id).where(events.c.op_id == op_id)).mappings().first()
+    except (OverflowError, UnicodeEncodeError) as exc:
+        raise InvalidInput("op_id", db.value_refused(exc) or str(exc)) from exc
     except DatabaseError as exc:
+        if (refused := db.value_refused(exc)) is not None:
+            raise InvalidInput("op_id", refused) from exc
         raise StoreUnavailable(str(exc.orig)) from exc
     if row is None:
         return None

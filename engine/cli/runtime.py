@@ -15,7 +15,6 @@ is started or the store is touched, and it is closed (its PDP stopped) when the 
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from engine.errors import InvalidInput, PMWError, StoreUnavailable
 from engine.runtime import Runtime
 from engine.settings import Settings, load_settings
 from engine.sources import Clock, IdSource
+from engine.validation import parse_json_text
 from engine.world import World
 from engine.world.book import RuntimeBook
 
@@ -136,14 +136,7 @@ def json_arg(option: str, text: str | None) -> Any:
     ``Infinity`` that ``json.loads`` would accept, are ``InvalidInput`` naming ``option``."""
     if text is None:
         return None
-    try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except ValueError as exc:
-        raise InvalidInput(option, f"not valid JSON: {exc}") from None
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")
+    return parse_json_text(option, text)
 
 
 def json_object(option: str, text: str | None) -> dict[str, Any] | None:

@@ -168,15 +168,18 @@ class AgentCalls(WorldCore):
     def _session_transition(self, target: Target | str, action: str, actor: str | None,
                             op_id: str | None, cause: Cause | None) -> Session:
         t = self._target(target)
+        req = SessionChange(target=t, action=action)
+        caller = check_id("actor", actor) if actor is not None else ""
+        if (done := self._replayed(f"session.{action}", caller, req, Session, op_id)) is not None:
+            return done  # a retry: answered before the target (which the first attempt changed) is resolved
         sessions = self.resolve_target(t)
         if len(sessions) != 1:
             raise TargetUnresolved(str(t), f"names {len(sessions)} sessions; {action} needs exactly one")
         s = sessions[0]
-        req = SessionChange(target=t, action=action)
         try:
             return self._write(f"session.{action}", actor or s.agent_id, req,
                                lambda now: self._plan_session(s.session_id, action, now), Session,
-                               op_id=op_id, cause=cause)
+                               op_id=op_id, cause=cause, caller=caller)
         except AlreadyExists as exc:  # the partial unique index on active terminals
             owner = self._store.read.rows("sessions", {"term_key": s.term_key, "status": "active"})
             raise TerminalOwned(s.term_key, owner[0]["agent_id"] if owner else "?") from exc
@@ -211,14 +214,17 @@ class AgentCalls(WorldCore):
         """Mark every session the target names offline (and its agents' presence). Identity, tasks,
         messages and memory stay."""
         t = self._target(target)
+        req = SessionChange(target=t, action="unregister")
+        caller = check_id("actor", actor) if actor is not None else ""
+        if (done := self._replayed("unregister_agent", caller, req, _SessionList, op_id)) is not None:
+            return done.sessions  # a retry: answered before the target is resolved again
         sessions = self.resolve_target(t)
         who = actor or (sessions[0].agent_id if sessions else t.agent_id)
         if who is None:
             raise TargetUnresolved(str(t), "names no agent")
-        req = SessionChange(target=t, action="unregister")
         result = self._write("unregister_agent", who, req,
                              lambda now: self._plan_unregister(t, sessions, now), _SessionList,
-                             op_id=op_id, cause=cause)
+                             op_id=op_id, cause=cause, caller=caller)
         return result.sessions
 
     def _plan_unregister(self, t: Target, sessions: list[Session], now: int) -> Plan:

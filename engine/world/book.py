@@ -39,6 +39,7 @@ from engine.world.policy_epochs import RUNTIME_ACTOR, PolicyEpochCalls
 from engine.world.revocation import RevocationCalls
 from engine.world.snapshots import ImageCalls
 from store import DatabaseOptions, Store
+from store.migrations import require_supported
 
 
 class _Denial(Model):
@@ -101,13 +102,20 @@ def open_world(url: str, *, policy: Authorizer, artifact_dir: Path | str | None 
     """Open (and by default migrate) the world at ``url``, deciding every call with ``policy``
     (:class:`~engine.policy.enforcement.PdpAuthorizer` in the runtime; ``LocalScopeRules`` only for the
     store's own tests and single-user embedded use). Returns the runtime's book; ``book.world`` is the
-    agent-facing World. A SQLite file's directory is created."""
+    agent-facing World. A SQLite file's directory is created. A database whose schema is newer than this
+    code is refused (``SchemaTooNew``) and nothing is left open."""
     ensure_sqlite_parent(url)
     store = Store(url, options)
-    book = RuntimeBook(store, policy=policy, clock=clock, ids=ids,
-                       artifact_dir=Path(artifact_dir) if artifact_dir else None)
-    if init:
-        store.init(book.clock.now_us())
+    try:
+        book = RuntimeBook(store, policy=policy, clock=clock, ids=ids,
+                           artifact_dir=Path(artifact_dir) if artifact_dir else None)
+        if init:
+            store.init(book.clock.now_us())
+        else:
+            require_supported(store.db)  # a database a newer PMW migrated is refused either way
+    except BaseException:
+        store.close()
+        raise
     return book
 
 

@@ -164,25 +164,38 @@ class WorldCore:
 
     # -- the write path ----------------------------------------------------------------------------
 
+    def _replayed(self, command: str, caller: str | None, request: BaseModel, result_type: type[R],
+                  op_id: str | None) -> R | None:
+        """The stored result of operation ``op_id`` if it was committed (``None`` if not, or no id):
+        ``OperationConflict`` when the id was used for another request. ``caller`` is who the request
+        names as acting (``None``: the call derives it, e.g. from a target), so a retry is recognised
+        before anything it would derive is read again."""
+        if op_id is None:
+            return None
+        check_id("op_id", op_id)
+        if self.reserved_op_ids is not None and self.reserved_op_ids.search(op_id):
+            raise InvalidInput("op_id", f"{op_id!r} is reserved for the runtime's own bookkeeping "
+                               "(recorded decisions, controller steps, revocations)")
+        stored = self._store.operation(op_id)
+        if stored is None:
+            return None
+        if stored.request_hash != request_hash(command, caller or "", request) or stored.command != command:
+            raise OperationConflict(op_id, command)
+        return result_type.model_validate(stored.result)
+
     def _write(self, command: str, actor: str, request: BaseModel, plan: Callable[[int], Plan],
                result_type: type[R], *, op_id: str | None, cause: Cause | None,
-               event_id: str | None = None, decided: bool = True) -> R:
+               event_id: str | None = None, decided: bool = True, caller: str | None = None) -> R:
         """Validate identity, dedupe by operation id, plan at ``now``, ask the policy, and commit through
         this World's door. ``decided=False`` skips the policy: only the runtime's book does that (the first
         governor's bootstrap, epochs, denial records, revocations, recorded decisions, controller steps),
-        and the gateway refuses an undecided write through any other door."""
+        and the gateway refuses an undecided write through any other door. ``caller``: who the request named
+        as acting, when ``actor`` was derived from it (the operation's identity is the request as asked)."""
         check_id("actor", actor)
-        digest = request_hash(command, actor, request)
-        if op_id is not None:
-            check_id("op_id", op_id)
-            if self.reserved_op_ids is not None and self.reserved_op_ids.search(op_id):
-                raise InvalidInput("op_id", f"{op_id!r} is reserved for the runtime's own bookkeeping "
-                                   "(recorded decisions, controller steps, revocations)")
-            stored = self._store.operation(op_id)
-            if stored is not None:
-                if stored.request_hash != digest or stored.command != command:
-                    raise OperationConflict(op_id, command)
-                return result_type.model_validate(stored.result)
+        identity = caller if caller is not None else actor
+        digest = request_hash(command, identity, request)
+        if (stored := self._replayed(command, identity, request, result_type, op_id)) is not None:
+            return stored
         now = self.clock.now_us()
         p = plan(now)
         epoch = self._authorize(actor, p.checks, command) if decided else None

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from engine.models.common import Model, TimeUs
+from engine.validation import build
 from engine.world.core import Plan, WorldCore
 from store import Insert
 
@@ -17,8 +20,13 @@ class PolicyEpoch(Model):
 
 
 class _Activate(Model):
-    epoch: str
-    source: str
+    epoch: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\-]*$")
+    source: str = Field(max_length=500)
+
+
+def check_epoch(epoch: object) -> str:
+    """A policy epoch argument (``p-`` + digest, or a test's name): an id-like string of at most 100 characters."""
+    return build(_Activate, epoch=epoch, source="").epoch
 
 
 class PolicyEpochReads(WorldCore):
@@ -34,10 +42,10 @@ class PolicyEpochCalls(PolicyEpochReads):
     def activate_policy_epoch(self, epoch: str, source: str) -> PolicyEpoch:
         """Make ``epoch`` the current one (the runtime does this once the PDP is seen deciding under it).
         From then on a write decided under any other epoch is refused by the gateway. Idempotent."""
+        req = build(_Activate, epoch=epoch, source=source[:500] if isinstance(source, str) else source)
         current = self.current_policy_epoch()
-        if current is not None and current.epoch == epoch:
+        if current is not None and current.epoch == req.epoch:
             return current
-        req = _Activate(epoch=epoch[:100], source=source[:500])
 
         def plan(now: int) -> Plan:
             done = PolicyEpoch(epoch=req.epoch, activated_at_us=now, activated_by=RUNTIME_ACTOR, source=req.source)

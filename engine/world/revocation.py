@@ -15,7 +15,7 @@ from engine.models.receipts import Decision, Outcome, Receipt
 from engine.models.wakes import WAKE_LIFECYCLE, Wake
 from engine.policy.enforcement import Check
 from engine.world.core import Plan, WorldCore
-from engine.world.policy_epochs import RUNTIME_ACTOR
+from engine.world.policy_epochs import RUNTIME_ACTOR, check_epoch
 from engine.world.wakes import WriteReceipt
 from store import Insert
 
@@ -40,6 +40,8 @@ class RevocationCalls(WorldCore):
     def recheck_queued_work(self, epoch: str | None) -> RevocationReport:
         """Decide every pending wake (may its target claim it?) and pending handoff (may its target accept
         it?) under the current policy; revoke what is no longer allowed."""
+        if epoch is not None:
+            check_epoch(epoch)  # a bad epoch is refused before anything is read
         wakes = self._store.read.rows("wakes", {"status": "pending"}, limit=MAX_RECHECK)
         handoffs = self._store.read.rows("handoffs", {"status": "pending"}, limit=MAX_RECHECK)
         revoked_wakes = [w["wake_id"] for w in wakes if not self._still_allowed(w["target_agent"], "wake",

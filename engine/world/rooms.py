@@ -28,7 +28,7 @@ from engine.models.rooms import (
     parse_stop_condition,
 )
 from engine.policy.enforcement import Check
-from engine.validation import build, check_id
+from engine.validation import build, check_id, check_int64
 from engine.world.core import Cause, Plan
 from engine.world.room_answers import RoomAnswerCalls
 from store import Change, Insert, Update
@@ -255,7 +255,7 @@ class RoomCalls(RoomAnswerCalls):
     def room_discussion(self, room_id: str, *, actor: str | None = None, limit: int = 100) -> list[RoomMessage]:
         """The last ``limit`` (1 to 1000) messages of the room, oldest first. A reader must be allowed to
         read the room and be one of its active members (``NotPermitted``)."""
-        if not isinstance(limit, int) or not 1 <= limit <= MAX_DISCUSSION:
+        if not 1 <= check_int64("limit", limit) <= MAX_DISCUSSION:
             raise InvalidInput("limit", f"{limit!r} is not a whole number from 1 to {MAX_DISCUSSION}")
         check_id("room_id", room_id)
         self._get(Room, "rooms", "room", room_id, actor, room_id=room_id)

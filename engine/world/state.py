@@ -13,7 +13,7 @@ from engine.models.state import StateEntry, StateKey
 from engine.policy.attributes import GOVERNOR_ROLE
 from engine.policy.enforcement import Check
 from engine.policy.model import ACTOR_ROLE_FIELD, DECISION_EVENTS
-from engine.validation import build
+from engine.validation import build, check_int64
 from engine.world.core import Cause, Plan, WorldCore
 from engine.world.memory import seal_memory_content
 from store import Insert, Update
@@ -48,7 +48,7 @@ class StateCalls(WorldCore):
 
     def list_state(self, prefix: str = "", limit: int = 1000, *, actor: str | None = None) -> list[StateEntry]:
         """Entries whose key starts with ``prefix``, in key order, at most ``limit`` (1 to 100,000)."""
-        if not isinstance(limit, int) or not 1 <= limit <= 100_000:
+        if not 1 <= check_int64("limit", limit) <= 100_000:
             raise InvalidInput("limit", f"{limit!r} is not a whole number from 1 to 100000")
         entries = self._list(StateEntry, "state_entries", "state", actor, {})
         return [e for e in entries if e.key.startswith(prefix)][:limit]
