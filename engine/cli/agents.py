@@ -55,18 +55,23 @@ def grant(
         "--clearance", min=0, max=5, help="The highest sensitivity (0 to 5) the agent may read.")] = None,
     no_capabilities: Annotated[bool, typer.Option(
         "--no-capabilities", help="Take every capability away (instead of --capability).")] = False,
+    role: Annotated[str | None, typer.Option(
+        "--role", help="Set the agent's workspace role (how an agent becomes a reviewer, moderator or governor: "
+                       "no agent may take such a role itself).")] = None,
     op_id: OpId = None,
 ) -> None:
-    """Set AGENT_ID's capabilities and/or clearance (the acting agent must be a governor)."""
+    """Set AGENT_ID's capabilities, clearance and/or role (the acting agent must be a governor)."""
     with invocation(ctx, acting=True) as run:
         caps = listed(capabilities)
         if no_capabilities:
             if caps:
                 raise InvalidInput("--no-capabilities", "cannot be combined with --capability")
             caps = []
-        if caps is None and clearance is None:
-            raise InvalidInput("--capability", "give --capability (repeatable), --no-capabilities or --clearance")
-        run.show(run.world.grant(run.actor, agent_id, capabilities=caps, clearance=clearance, op_id=op_id))
+        if caps is None and clearance is None and role is None:
+            raise InvalidInput("--capability", "give --capability (repeatable), --no-capabilities, --clearance "
+                                               "or --role")
+        run.show(run.world.grant(run.actor, agent_id, capabilities=caps, clearance=clearance, role_id=role,
+                                 op_id=op_id))
 
 
 @group.command("list")

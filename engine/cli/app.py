@@ -33,13 +33,14 @@ Exit codes:
   1  a demo check failed (or an unexpected internal error)
   2  usage error: unknown command or option, wrong argument type, missing argument
   3  invalid input: bad id, bad JSON, unknown value, payload over 64 KiB, missing --as; a policy set
-     that fails to compile or its tests (policy_rejected)
+     that fails to compile or its tests (policy_rejected); a YAML file refused (yaml_refused)
   4  not found
   5  conflict: stale --expect-version, already exists, --op-id reused, terminal owned, lease held,
      policy epoch changed
-  6  illegal transition or not permitted: denied by the policy (policy_denied), approval invalid
+  6  illegal transition or not permitted: denied by the policy (policy_denied), approval invalid,
+     a write with no decision (undecided_write)
   7  artifact corrupted (checksum mismatch)
-  8  store unavailable
+  8  store unavailable (also: a database migrated by a newer PMW, schema_too_new)
   9  policy unavailable: no decision could be had from the PDP (nothing was done)
 """
 

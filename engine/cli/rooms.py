@@ -62,11 +62,25 @@ def join(ctx: typer.Context, room_id: RoomId, op_id: OpId = None) -> None:
         run.show(run.world.join_room(run.actor, room_id, op_id=op_id))
 
 
-@group.command("leave")
-def leave(ctx: typer.Context, room_id: RoomId, op_id: OpId = None) -> None:
-    """Leave the room."""
+@group.command("invite")
+def invite(ctx: typer.Context, room_id: RoomId,
+           agent_id: Annotated[str, typer.Argument(metavar="AGENT_ID", help="The agent invited.")],
+           op_id: OpId = None) -> None:
+    """Invite AGENT_ID to the open room (a member, the opener, a moderator or a governor invites); the invitee
+    then joins itself."""
     with invocation(ctx, acting=True) as run:
-        run.show(run.world.leave_room(run.actor, room_id, op_id=op_id))
+        run.show(run.world.invite_to_room(run.actor, room_id, agent_id, op_id=op_id))
+
+
+@group.command("leave")
+def leave(ctx: typer.Context, room_id: RoomId,
+          member: Annotated[str | None, typer.Option(
+              "--member", help="Remove this member instead of leaving (a moderator's or governor's act; "
+                               "recorded as room.member_removed).")] = None,
+          op_id: OpId = None) -> None:
+    """Leave the room (or, with --member, remove another member)."""
+    with invocation(ctx, acting=True) as run:
+        run.show(run.world.leave_room(run.actor, room_id, agent_id=member, op_id=op_id))
 
 
 @group.command("say")
