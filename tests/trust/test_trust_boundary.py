@@ -70,7 +70,13 @@ def test_the_world_offers_none_of_the_runtimes_bookkeeping(governed: World) -> N
 
 
 def test_no_public_path_leads_from_the_world_to_a_door_a_connection_or_the_store(governed: World) -> None:
-    forbidden = (Door, Store, Database, RuntimeBook)
+    """Nor to the raw reader (reads past the PDP), the PDP client or its admin credentials."""
+    from engine.policy.cerbos_adapter import CerbosPdp
+    from engine.policy.enforcement import PdpAuthorizer
+    from engine.policy.pdp_process import PdpAddress
+    from store import Reader
+
+    forbidden = (Door, Store, Database, RuntimeBook, Reader, CerbosPdp, PdpAuthorizer, PdpAddress)
     found = [(path, type(obj).__name__) for path, obj in _public_reach(governed)
              if isinstance(obj, forbidden) or callable(getattr(obj, "commit", None))
              or callable(getattr(obj, "write_cursor", None))]
