@@ -176,14 +176,30 @@ def open_pdp_world(url: str, pdp: CerbosPdp, artifact_dir: Path, *, clock: Manua
     return world
 
 
+def _privileged_roles() -> frozenset[str]:
+    import yaml
+
+    doc = yaml.safe_load((REPO / "policies" / "_authority" / "authority.yaml").read_text())
+    return frozenset(doc["exportConstants"]["definitions"]["privileged_roles"])
+
+
+#: Workspace roles no agent may take itself (the policy's ``privileged_roles``): the governor grants them.
+PRIVILEGED_ROLES = _privileged_roles()
+
+
 def add_agent(world: World, agent_id: str, capabilities: list[str] | None = None, *, clearance: int = 0,
               role: str = "worker", active: bool = True) -> str:
-    """Register ``agent_id`` and have the governor grant it ``capabilities`` and ``clearance``."""
-    world.register_agent(agent_id, agent_id.title(), role, f"t-{agent_id}")
+    """Register ``agent_id`` and have the governor grant it ``capabilities`` and ``clearance``. A privileged
+    ``role`` (:data:`PRIVILEGED_ROLES`) is never self-taken: the agent registers as ``worker`` and ``gov``
+    grants the role."""
+    privileged = role in PRIVILEGED_ROLES
+    world.register_agent(agent_id, agent_id.title(), "worker" if privileged else role, f"t-{agent_id}")
     if active:
         world.activate_session(f"term:t-{agent_id}")
-    if capabilities or clearance:
-        world.grant("gov", agent_id, capabilities=capabilities or [], clearance=clearance)
+    granted = bool(capabilities or clearance)
+    if granted or privileged:
+        world.grant("gov", agent_id, capabilities=(capabilities or []) if granted else None,
+                    clearance=clearance if granted else None, role_id=role if privileged else None)
     return agent_id
 
 

@@ -35,7 +35,7 @@ from engine.policy.cerbos_adapter import CerbosPdp
 from engine.policy.model import ACTIONS
 from engine.sources import ManualClock
 from engine.world import World
-from tests.conftest import add_agent, open_pdp_world
+from tests.conftest import add_agent, close_world, open_pdp_world
 
 AGENTS = ("a", "b", "c")
 ACTORS = ("gov", *AGENTS)
@@ -236,7 +236,7 @@ def test_allowed_actions_says_allowed_iff_the_call_succeeds(
                 compared += _check_action(w, objects, kind, action, actor, n)
         _COMPARED.append(compared)
     finally:
-        w.close()
+        close_world(w)
 
 
 _WORLDS = itertools.count()

@@ -28,7 +28,9 @@ from engine.policy.enforcement import LocalScopeRules
 from engine.sources import ManualClock, SeededIds
 from engine.world import World
 from engine.world.artifacts import STAGING_DIR, content_location
+from engine.world.book import open_world
 from tests.answers.conftest import files_under
+from tests.conftest import book_of, close_world, kept
 
 MiB = 1024 * 1024
 
@@ -39,29 +41,30 @@ def _artifact_dir(world: World) -> Path:
 
 
 def _rows(world: World) -> tuple[int, int]:
-    return len(world.store.read.rows("artifacts", {})), len(world.store.read.rows("artifact_versions", {}))
+    read = book_of(world).store.read
+    return len(read.rows("artifacts", {})), len(read.rows("artifact_versions", {}))
 
 
 @pytest.fixture
 def local(tmp_path: Path) -> Iterator[World]:
     """An in-memory world (no database file is written) with agent ``a``, artifacts under tmp_path."""
-    w = World.open("sqlite://", policy=LocalScopeRules(), artifact_dir=tmp_path / "artifacts", clock=ManualClock(),
-                   ids=SeededIds(3))
+    w = kept(open_world("sqlite://", policy=LocalScopeRules(), artifact_dir=tmp_path / "artifacts",
+                        clock=ManualClock(), ids=SeededIds(3)))
     w.register_agent("a", "A", "worker", "t-a")
     yield w
-    w.close()
+    close_world(w)
 
 
 def test_five_denied_registrations_leave_no_byte_on_disk(team: World) -> None:
     root = _artifact_dir(team)
-    denials = len(team.store.read.rows("events", {"event_type": "policy.denied"}))
+    denials = len(book_of(team).store.read.rows("events", {"event_type": "policy.denied"}))
     for n in range(5):
         with pytest.raises(PolicyDenied):
             team.register_artifact("mallory", "blob", bytes([n]) * (10 * MiB))
     assert files_under(root) == []
     assert not (root / STAGING_DIR).exists()  # staging was never even created
     assert _rows(team) == (0, 0)
-    assert len(team.store.read.rows("events", {"event_type": "policy.denied"})) == denials + 5
+    assert len(book_of(team).store.read.rows("events", {"event_type": "policy.denied"})) == denials + 5
     art = team.register_artifact("alice", "blob", b"allowed content")  # the count does see a written file
     assert files_under(root) == [root / art.location]
 
@@ -120,7 +123,8 @@ def test_an_unwritable_directory_gives_a_typed_error_and_writes_nothing(tmp_path
     if blocked:
         root.mkdir()
     (root / blocked if blocked else root).write_bytes(b"in the way")
-    w = World.open("sqlite://", policy=LocalScopeRules(), artifact_dir=root, clock=ManualClock(), ids=SeededIds(3))
+    w = kept(open_world("sqlite://", policy=LocalScopeRules(), artifact_dir=root, clock=ManualClock(),
+                        ids=SeededIds(3)))
     try:
         w.register_agent("a", "A", "worker", "t-a")
         events = len(w.events(limit=1000))
@@ -133,7 +137,7 @@ def test_an_unwritable_directory_gives_a_typed_error_and_writes_nothing(tmp_path
         else:
             assert root.read_bytes() == b"in the way"
     finally:
-        w.close()
+        close_world(w)
 
 
 def test_a_promotion_cut_short_is_finished_by_the_first_read(local: World) -> None:

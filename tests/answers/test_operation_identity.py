@@ -16,7 +16,7 @@ from engine.errors import OperationConflict, PolicyDenied
 from engine.models.wakes import WakeStatus
 from engine.sources import ManualClock
 from engine.world import World
-from tests.conftest import add_agent
+from tests.conftest import add_agent, book_of
 
 
 @pytest.fixture
@@ -73,12 +73,12 @@ def test_a_claim_reads_its_wake_once(team: World, monkeypatch: pytest.MonkeyPatc
     """The due query reads the candidate; planning the claim reads it no more (it read it twice)."""
     team.enqueue_wake("ctl", "a", "ping", "k-1")
     reads: list[str] = []
-    real_get = team.store.read.get
+    real_get = book_of(team).store.read.get
 
     def counted(table: str, **key: Any) -> Any:
         reads.append(table)
         return real_get(table, **key)
-    monkeypatch.setattr(team.store.read, "get", counted)
+    monkeypatch.setattr(book_of(team).store.read, "get", counted)
     wake = team.claim_wake("worker-1", agent_id="a")
     assert wake is not None and reads.count("wakes") == 0
     team.ack_wake("worker-1", wake.wake_id)

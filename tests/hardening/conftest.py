@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.policy.cerbos_adapter import CerbosPdp
-from tests.conftest import open_pdp_world
+from tests.conftest import close_world, open_pdp_world
 from tests.hardening.support import HARDENING_BACKENDS, Seeded, seed
 
 
@@ -28,4 +28,4 @@ def seeded(db_url: str, tmp_path: Path, pdp_client: CerbosPdp) -> Iterator[Seede
     try:
         yield Seeded(world, seed(world))
     finally:
-        world.close()
+        close_world(world)

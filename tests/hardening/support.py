@@ -9,7 +9,7 @@ from typing import Any
 
 from engine.errors import PMWError, StoreUnavailable
 from engine.world import World
-from tests.conftest import add_agent
+from tests.conftest import add_agent, book_of
 
 HARDENING_BACKENDS = ("sqlite-file", "postgres")
 
@@ -99,11 +99,11 @@ def seed(world: World) -> dict[str, str]:
 
 def snapshot(world: World) -> dict[str, Any]:
     """Row counts and version sums of every table."""
-    return world.store.read.counts_and_versions()
+    return book_of(world).store.read.counts_and_versions()
 
 
 def newest_event_type(world: World) -> str:
-    return str(world.store.read.events(0, 1, newest=True)[0]["event_type"])
+    return str(book_of(world).store.read.events(0, 1, newest=True)[0]["event_type"])
 
 
 @dataclass(frozen=True)

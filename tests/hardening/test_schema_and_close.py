@@ -19,10 +19,10 @@ from engine.policy.enforcement import LocalScopeRules, provisional_principal
 from engine.policy.model import PrincipalRef
 from engine.policy.pdp_process import ManagedPdp
 from engine.runtime import Runtime
-from engine.world import World
+from engine.world.book import open_world
 from store import LATEST, Store
 from tests.cli_support import Pdp, assert_clean_failure, invoke, pdp_fixture
-from tests.conftest import add_agent, open_pdp_world
+from tests.conftest import add_agent, book_of, close_world, open_pdp_world
 
 pdp = pdp_fixture
 
@@ -53,7 +53,7 @@ def test_a_newer_schema_refuses_to_open(db_url: str, monkeypatch: pytest.MonkeyP
     with pytest.raises(Closed):  # the refused store was not kept open
         refused_store.read.count("events")
     with pytest.raises(SchemaTooNew):
-        World.open(db_url, policy=LocalScopeRules())
+        open_world(db_url, policy=LocalScopeRules())
     assert reader.read.counts_and_versions() == before
     reader.close()
 
@@ -64,7 +64,7 @@ def test_the_current_schema_opens(db_url: str) -> None:
     s.init(1)
     assert migrations.require_supported(s.db) == LATEST
     s.close()
-    World.open(db_url, policy=LocalScopeRules()).close()
+    open_world(db_url, policy=LocalScopeRules()).close()
 
 
 def test_the_runtime_and_pmw_init_refuse_a_newer_schema(tmp_path: Path, pdp: Pdp,
@@ -84,16 +84,17 @@ def test_the_runtime_and_pmw_init_refuse_a_newer_schema(tmp_path: Path, pdp: Pdp
 
 @pytest.mark.parametrize("backend", ["sqlite-memory", "sqlite-file", "postgres"], indirect=True)
 def test_world_calls_after_close_are_closed(db_url: str, tmp_path: Path) -> None:
-    world = World.open(db_url, policy=LocalScopeRules(), artifact_dir=tmp_path / "artifacts")
+    book = open_world(db_url, policy=LocalScopeRules(), artifact_dir=tmp_path / "artifacts")
+    world = book.world
     world.register_agent("alice", "Alice", "worker", "t-alice")
-    world.close()
+    book.close()
     for call in (lambda: world.get_agent("alice"), world.list_tasks,
                  lambda: world.create_task("alice", "after close"), world.events,
-                 world.store.read.counts_and_versions):
+                 book.store.read.counts_and_versions):
         with pytest.raises(Closed) as closed:
             call()
         assert (closed.value.code, closed.value.what) == ("closed", "store")
-    world.close()  # closing twice is harmless
+    book.close()  # closing twice is harmless
 
 
 def test_the_pdp_client_after_close_is_closed(managed_pdp: ManagedPdp) -> None:
@@ -109,7 +110,7 @@ def test_the_pdp_client_after_close_is_closed(managed_pdp: ManagedPdp) -> None:
 
 def test_a_pdp_world_after_its_runtime_closed_is_closed(tmp_path: Path, pdp: Pdp) -> None:
     runtime = Runtime.open(pdp.settings(f"sqlite:///{tmp_path / 'world.db'}"))
-    runtime.world.bootstrap_governor("gov", "Governor", "t-gov")
+    runtime.book.bootstrap_governor("gov", "Governor", "t-gov")
     world, client = runtime.world, runtime.pdp
     runtime.close()
     with pytest.raises(Closed):
@@ -129,11 +130,11 @@ def test_a_pdp_decided_world_whose_client_closed_is_closed(tmp_path: Path, manag
     world = open_pdp_world(f"sqlite:///{tmp_path / 'world.db'}", client, tmp_path / "artifacts")
     add_agent(world, "alice", ["task.create"])
     client.close()
-    before = world.store.read.counts_and_versions()
+    before = book_of(world).store.read.counts_and_versions()
     with pytest.raises(Closed):
         world.create_task("alice", "after the client closed")
-    assert world.store.read.counts_and_versions() == before
-    world.close()
+    assert book_of(world).store.read.counts_and_versions() == before
+    close_world(world)
 
 
 def _principal() -> PrincipalRef:

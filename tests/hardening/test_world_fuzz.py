@@ -18,17 +18,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import book_of
 from tests.hardening.support import BAD_JSON, BAD_STRINGS, Seeded, call_refused, deep_dict, deep_list
-from tests.hardening.world_calls import Call, Param, invocation, world_calls
+from tests.hardening.world_calls import Call, Param, book_calls, invocation, world_calls
 
-# Runtime bookkeeping still on the agent-facing World (issue 9 item 2 moves it to the runtime's own object).
+# The runtime's bookkeeping is on its book (engine.world.book.RuntimeBook), not the agent-facing World.
 # A success of one of these with a bad value would change the world for every later case (a bogus policy
-# epoch refuses every decided write), so they run last, and separately.
+# epoch refuses every decided write), so they run separately, each case on a fresh seeded world.
 RUNTIME_ONLY = ("record_decision", "recheck_queued_work", "activate_policy_epoch", "commit_controller_step")
 CALLS = world_calls()
-AGENT_CALLS = [c for c in CALLS if c.method not in RUNTIME_ONLY]
+AGENT_CALLS = CALLS
 PAIRS = [(c, p) for c in AGENT_CALLS for p in c.fuzzable()]
-RUNTIME_PAIRS = [(c, p) for c in CALLS if c.method in RUNTIME_ONLY for p in c.fuzzable()]
+BOOK_CALLS = book_calls()
+RUNTIME_PAIRS = [(c, p) for c in BOOK_CALLS for p in c.fuzzable()]
 
 MATRIX: dict[str, dict[str, Any]] = {
     "str": BAD_STRINGS,
@@ -46,18 +48,21 @@ def test_every_call_has_a_fuzzed_parameter() -> None:
     assert len(PAIRS) >= 150
     assert {"create_task", "compare_and_set_state", "store_memory", "enqueue_wake", "register_agent",
             "append_event", "events", "list_tasks"} <= {c.method for c in CALLS}
+    assert set(RUNTIME_ONLY) <= {c.method for c in BOOK_CALLS}
+    assert not set(RUNTIME_ONLY) & {c.method for c in CALLS}  # the bookkeeping is off the World
 
 
-def _matrix(seeded: Seeded, pairs: list[tuple[Call, Param]], values: dict[str, dict[str, Any]] | None = None
-            ) -> tuple[list[str], set[str]]:
-    """Run every (call, parameter, bad value of ``values``, default :data:`MATRIX`) of ``pairs``; the
-    failures and the calls exercised."""
+def _matrix(seeded: Seeded, pairs: list[tuple[Call, Param]], values: dict[str, dict[str, Any]] | None = None,
+            *, on_book: bool = False) -> tuple[list[str], set[str]]:
+    """Run every (call, parameter, bad value of ``values``, default :data:`MATRIX`) of ``pairs`` on the World
+    (``on_book``: on its runtime book); the failures and the calls exercised."""
+    target: object = book_of(seeded.world) if on_book else seeded.world
     failures: list[str] = []
     exercised: set[str] = set()
     before: dict[str, Any] | None = None
     for call, param in pairs:
         for label, bad in (values or MATRIX).get(param.kind, {}).items():
-            run = invocation(seeded.world, call, seeded.ids, param.name, bad)
+            run = invocation(target, call, seeded.ids, param.name, bad)
             if run is None:
                 continue
             exercised.add(call.method)
@@ -75,24 +80,17 @@ def test_every_world_call_refuses_every_kind_of_bad_value(seeded: Seeded) -> Non
     assert {c.method for c in AGENT_CALLS if c.fuzzable()} - exercised == set()
 
 
-@pytest.mark.xfail(strict=True, reason="list_state (engine/world/state.py) and room_discussion (engine/world/rooms.py) "
-                                       "format a refused limit with {limit!r}: for an integer of over 4,300 "
-                                       "digits str() itself raises ValueError (Python's int_max_str_digits), "
-                                       "a traceback instead of InvalidInput; check the range before formatting "
-                                       "(engine.validation.check_int64)")
 def test_integers_too_long_to_print_are_refused(seeded: Seeded) -> None:
     failures, _ = _matrix(seeded, [(c, p) for c, p in PAIRS if p.kind == "int"], {"int": {"10**5000": 10**5000}})
     assert failures == [], "\n".join(failures)
 
 
-@pytest.mark.xfail(strict=True, reason="runtime bookkeeping builds its models without engine.validation.build: "
-                                       "activate_policy_epoch and recheck_queued_work raise a raw pydantic "
-                                       "ValidationError for NUL or a lone surrogate in the epoch, and "
-                                       "activate_policy_epoch cuts an oversize epoch to 100 characters and "
-                                       "activates it (engine/world/policy_epochs.py, revocation.py)")
+@pytest.mark.xfail(strict=True, reason="activate_policy_epoch cuts an oversize source to 500 characters "
+                                       "(source[:500]) and activates the epoch instead of refusing it "
+                                       "(engine/world/policy_epochs.py)")
 def test_runtime_bookkeeping_refuses_every_kind_of_bad_value(seeded: Seeded) -> None:
-    assert RUNTIME_PAIRS, "runtime bookkeeping is off the World: fuzz it on the runtime's object instead"
-    failures, _ = _matrix(seeded, RUNTIME_PAIRS)
+    assert RUNTIME_PAIRS
+    failures, _ = _matrix(seeded, RUNTIME_PAIRS, on_book=True)
     assert failures == [], "\n".join(failures)
 
 

@@ -100,11 +100,11 @@ def _kind(annotation: Any) -> str:
     return ""
 
 
-def world_calls() -> list[Call]:
-    """Every public method of the World with its parameters."""
+def world_calls(cls: type = World) -> list[Call]:
+    """Every public method of the World (or of ``cls``, e.g. the runtime's book) with its parameters."""
     calls = []
-    for name, fn in inspect.getmembers(World, callable):
-        if name.startswith("_") or name in NOT_INPUT or isinstance(inspect.getattr_static(World, name), type):
+    for name, fn in inspect.getmembers(cls, callable):
+        if name.startswith("_") or name in NOT_INPUT or isinstance(inspect.getattr_static(cls, name), type):
             continue
         try:
             sig = inspect.signature(fn)
@@ -140,9 +140,19 @@ def _valid(param: Param, ids: dict[str, str]) -> Any:
     return {"str": "x", "int": 1, "float": 0.5, "dict": {}, "list": [], "any": "x", "bytes": b"x"}.get(param.kind)
 
 
-def invocation(world: World, call: Call, ids: dict[str, str], fuzzed: str, bad: Any) -> Callable[[], Any] | None:
-    """``world.<method>(...)`` with ``fuzzed`` set to ``bad`` and every other required parameter valid;
-    ``None`` when a required parameter has no valid value this module knows."""
+def book_calls() -> list[Call]:
+    """Every public method of the runtime's book (:class:`engine.world.book.RuntimeBook`) the World lacks:
+    the runtime's bookkeeping."""
+    from engine.world.book import RuntimeBook
+
+    on_world = {c.method for c in world_calls()}
+    return [c for c in world_calls(RuntimeBook) if c.method not in on_world]
+
+
+def invocation(world: object, call: Call, ids: dict[str, str], fuzzed: str, bad: Any) -> Callable[[], Any] | None:
+    """``world.<method>(...)`` (``world``: the World, or the book for a :func:`book_calls` call) with
+    ``fuzzed`` set to ``bad`` and every other required parameter valid; ``None`` when a required parameter
+    has no valid value this module knows."""
     kwargs: dict[str, Any] = {}
     for param in call.params:
         if param.name == fuzzed:
@@ -156,4 +166,4 @@ def invocation(world: World, call: Call, ids: dict[str, str], fuzzed: str, bad: 
     return lambda: method(**kwargs)
 
 
-__all__ = ["Call", "Param", "invocation", "world_calls"]
+__all__ = ["Call", "Param", "book_calls", "invocation", "world_calls"]
