@@ -188,8 +188,11 @@ class _Tx:
         """A decided write commits only while the epoch it was decided under is still the current one; a write
         with no decision commits only through the runtime's door (``undecided_ok``) or, with no PDP, in a world
         that no policy epoch has ever governed (the store's own tests, single-user embedded use)."""
-        self.cur.execute("SELECT epoch FROM policy_epochs ORDER BY activated_at_us DESC, epoch DESC LIMIT 1")
+        self.cur.execute("SELECT epoch FROM policy_activations ORDER BY ordinal DESC LIMIT 1")
         row = self.cur.fetchone()
+        if row is None:  # a world activated only before migration 6
+            self.cur.execute("SELECT epoch FROM policy_epochs ORDER BY activated_at_us DESC, epoch DESC LIMIT 1")
+            row = self.cur.fetchone()
         current = row[0] if row is not None else None
         if request.policy_epoch is None:
             if undecided_ok or current is None:

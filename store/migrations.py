@@ -21,12 +21,22 @@ from sqlalchemy.exc import DatabaseError
 
 from engine.errors import SchemaTooNew, StoreUnavailable
 from store.database import Database
-from store.schema import OPERATIONS_VIEW, RECENCY_INDEXES, TABLES, approvals, metadata, policy_epochs, schema_migrations
+from store.schema import (
+    OPERATIONS_VIEW,
+    RECENCY_INDEXES,
+    TABLES,
+    approvals,
+    metadata,
+    policy_activations,
+    policy_epochs,
+    schema_migrations,
+)
 
 MIGRATION_4_TABLES = ("controller_positions", "controller_facts", "subscriptions", "room_answers", "traces")
 
 _ADVISORY_LOCK_ID = 0x504D5701  # "PMW" 1
-_LATER = {"policy_epochs", "approvals", *MIGRATION_4_TABLES}  # tables that later migrations create
+# tables that later migrations create
+_LATER = {"policy_epochs", "approvals", "policy_activations", *MIGRATION_4_TABLES}
 
 
 @dataclass(frozen=True)
@@ -56,6 +66,10 @@ def _controller_and_runs(conn: Connection) -> None:
         TABLES[name].create(conn, checkfirst=True)
 
 
+def _policy_activations(conn: Connection) -> None:
+    policy_activations.create(conn, checkfirst=True)
+
+
 def _recency_indexes(conn: Connection) -> None:
     for index in RECENCY_INDEXES:
         index.create(conn, checkfirst=True)
@@ -68,6 +82,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "controller position and facts, subscriptions, blind room answers, run traces",
               _controller_and_runs),
     Migration(5, "recency indexes for the projection; due-wake index", _recency_indexes),
+    Migration(6, "policy activations: every activation of an epoch in order (a rollback re-activates an old one)",
+              _policy_activations),
 )
 
 

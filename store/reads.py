@@ -182,9 +182,19 @@ class Reader:
         return list(reversed(rows)) if newest else rows
 
     def current_policy_epoch(self) -> Row | None:
-        """The policy epoch writes are decided under now (the last activated), if any."""
+        """The policy epoch writes are decided under now (the last activation's), if any: ``epoch``,
+        ``activated_at_us``, ``activated_by``, ``source`` (and ``ordinal``). A world activated only before
+        migration 6 answers from ``policy_epochs``."""
+        rows = self.rows("policy_activations", order_by=("ordinal",), descending=True, limit=1)
+        if rows:
+            return rows[0]
         rows = self.rows("policy_epochs", order_by=("activated_at_us", "epoch"), descending=True, limit=1)
         return rows[0] if rows else None
+
+    def policy_activations(self, limit: int = 1000) -> list[Row]:
+        """The last ``limit`` policy activations, oldest first."""
+        rows = self.rows("policy_activations", order_by=("ordinal",), descending=True, limit=limit)
+        return rows[::-1]
 
     def last_seq(self) -> int:
         with self._conn() as conn:

@@ -375,6 +375,18 @@ policy_epochs = Table(
     sqlite_with_rowid=False,
 )
 
+# Every activation of a policy epoch, in the order it was recorded (migration 6): rolling back to a set
+# deployed before is a new activation of an old epoch. The current epoch is the last activation's.
+policy_activations = Table(
+    "policy_activations", metadata,
+    Column("ordinal", BigInteger, primary_key=True, autoincrement=False),
+    Column("epoch", String(100), nullable=False),
+    Column("activated_at_us", BigInteger, nullable=False),
+    _id("activated_by", nullable=False),
+    Column("source", String(500), nullable=False),
+    sqlite_with_rowid=False,
+)
+
 approvals = Table(
     "approvals", metadata,
     _id("approval_id", primary_key=True),
@@ -492,8 +504,8 @@ OPERATIONS_VIEW = ("CREATE VIEW IF NOT EXISTS operations AS SELECT op_id, comman
 STATE_TABLES: tuple[Table, ...] = (
     agents, sessions, state_entries, tasks, artifacts, artifact_versions, memory, wakes, handoffs,
     receipts, topology_versions, topology_edges, rooms, room_members, provenance_edges, messages,
-    deliveries, policy_epochs, approvals, controller_positions, controller_facts, subscriptions, room_answers,
-    traces,
+    deliveries, policy_epochs, policy_activations, approvals, controller_positions, controller_facts, subscriptions,
+    room_answers, traces,
 )
 TABLES: dict[str, Table] = {t.name: t for t in metadata.sorted_tables}
 

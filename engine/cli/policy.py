@@ -72,6 +72,16 @@ def reload(ctx: typer.Context, policy_dir: PolicyDir = None) -> None:
         run.show(run.runtime.reload_policies(policy_dir))
 
 
+@group.command("history")
+def history(ctx: typer.Context,
+            limit: Annotated[int, typer.Option("--limit", min=1, max=100_000,
+                                               help="Show the last LIMIT activations.")] = 100) -> None:
+    """Every activation of a policy epoch, oldest first: a rollback shows as an old epoch activated again."""
+    with invocation(ctx) as run:
+        run.show(run.book.policy_history(limit), columns=["ordinal", "epoch", "activated_at_us", "activated_by",
+                                                          "source"])
+
+
 @group.command("explain")
 def explain(
     ctx: typer.Context,
