@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from engine.commands import COMMANDS
 from engine.world import World
 from engine.world.execute import ExecuteCalls
+from tests.conftest import book_of
 
 
 @pytest.fixture
@@ -53,7 +54,7 @@ def world_kwargs(world: World, name: str, actor: str, body: dict[str, Any]) -> d
 
 def counts(world: World) -> dict[str, Any]:
     """Row counts and version sums of every table (what "nothing written" compares)."""
-    return world.store.read.counts_and_versions()
+    return book_of(world).store.read.counts_and_versions()
 
 
 __all__ = ["counts", "world_execute", "world_kwargs"]

@@ -28,7 +28,7 @@ from engine.world import World
 from engine.world.projection import WorldView
 from tests.cli_support import Pdp, Pmw, assert_one_denial, counts, pdp_fixture
 from tests.commands.support import world_execute, world_kwargs
-from tests.conftest import add_agent, open_pdp_world
+from tests.conftest import add_agent, book_of, close_world, open_pdp_world
 
 pdp = pdp_fixture
 __all__ = ["world_execute"]  # the fixture, used by name
@@ -64,12 +64,12 @@ def twins(tmp_path: Path, pdp_client: CerbosPdp, world_execute: None) -> Any:
     """Two worlds set up identically (same clock, same id seed)."""
     named, executed = _team(tmp_path / "named", pdp_client), _team(tmp_path / "executed", pdp_client)
     yield named, executed
-    named.close()
-    executed.close()
+    close_world(named)
+    close_world(executed)
 
 
 def _log(world: World) -> list[dict[str, Any]]:
-    return world.store.read.events(0, 10_000)
+    return book_of(world).store.read.events(0, 10_000)
 
 
 def test_execute_gives_the_named_call_result_and_log(twins: tuple[World, World]) -> None:
@@ -140,7 +140,7 @@ def test_the_worker_carries_effects_out_through_execute(pworld: World, world_exe
             adapters.SetState(key="a/b", expected_version=0, value=1),
             RegisterArtifact(artifact_type="note", content="text", artifact_id="a9", task_id="t9")])
     pworld.enqueue_wake("alice", "alice", "go", "k-1")
-    cycle = Worker(pworld, "worker-1", {"alice": RuleAgent([rule])}).run_once()
+    cycle = Worker(book_of(pworld), "worker-1", {"alice": RuleAgent([rule])}).run_once()
     assert cycle is not None and cycle.receipt.outcome is Outcome.ACTED, cycle and cycle.receipt
     wake = cycle.wake.wake_id
     assert cycle.receipt.action_refs == ["t9", "t9", f"{wake}:2", "a9"]  # a key with "/" is named by its op
@@ -151,7 +151,7 @@ def test_the_worker_carries_effects_out_through_execute(pworld: World, world_exe
         return {"decision": "act", "effects": [{"effect": "set_state", "key": "old", "expected_version": 0,
                                                 "value": context["wake"]["cause"]}]}
     pworld.enqueue_wake("alice", "alice", "legacy", "k-2")
-    cycle = Worker(pworld, "worker-1", {"alice": CallableAdapter(legacy)}).run_once()
+    cycle = Worker(book_of(pworld), "worker-1", {"alice": CallableAdapter(legacy)}).run_once()
     assert cycle is not None and cycle.receipt.outcome is Outcome.ACTED
     assert pworld.get_state("old", actor="alice").value == "legacy"
 

@@ -26,7 +26,7 @@ from engine.world import World
 from tests.cli_support import Pdp, assert_clean_failure, invoke, pdp_fixture
 from tests.commands.schema_cases import Case, Schema
 from tests.commands.support import counts, world_kwargs
-from tests.conftest import add_agent, open_pdp_world
+from tests.conftest import add_agent, close_world, open_pdp_world
 
 pdp = pdp_fixture
 ACTOR = "alice"
@@ -71,7 +71,7 @@ def limits_world(tmp_path_factory: pytest.TempPathFactory, pdp_client: CerbosPdp
     artifact = world.register_artifact(ACTOR, "report", b"draft")
     wake = world.enqueue_wake(ACTOR, ACTOR, "limits", "limits-1").wake
     yield world, {"artifact_id": artifact.artifact_id, "wake_id": wake.wake_id}, url
-    world.close()
+    close_world(world)
 
 
 def _accepts(name: str) -> Callable[[dict[str, Any]], bool]:

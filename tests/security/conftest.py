@@ -14,7 +14,7 @@ from engine.policy.cerbos_adapter import CerbosPdp
 from engine.policy.governance import deploy
 from engine.policy.pdp_process import ManagedPdp
 from engine.world import World
-from tests.conftest import REPO, open_pdp_world
+from tests.conftest import REPO, close_world, open_pdp_world
 
 # The rule that keeps decision events to the roles the policy names, and what the lax copy puts instead.
 DECISION_RULE = "- expr: P.attr.role in C.decision_events[R.attr.event_type]"
@@ -48,4 +48,4 @@ def lax_pdp(tmp_path_factory: pytest.TempPathFactory, policy_deployment: Path) -
 def lax_world(tmp_path: Path, lax_pdp: CerbosPdp) -> Iterator[World]:
     w = open_pdp_world(f"sqlite:///{tmp_path / 'lax.db'}", lax_pdp, tmp_path / "artifacts")
     yield w
-    w.close()
+    close_world(w)

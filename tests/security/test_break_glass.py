@@ -8,7 +8,7 @@ import pytest
 
 from engine.errors import InvalidInput, NotFound, PolicyDenied
 from engine.world import World
-from tests.conftest import add_agent
+from tests.conftest import add_agent, book_of
 
 GOV = "gov"
 SECRET = "alice's private note c0ffee"
@@ -36,7 +36,7 @@ def test_ordinary_reads_do_not_reveal_private_memory_to_a_governor(pworld: World
 def test_a_break_glass_read_is_recorded_before_the_content_is_returned(pworld: World) -> None:
     add_agent(pworld, "alice", ["memory.write"])
     note = pworld.store_memory("alice", SECRET, "inference")
-    before = pworld.store.read.last_seq()
+    before = book_of(pworld).store.read.last_seq()
     read = pworld.break_glass_read(GOV, "memory", note.memory_id, "incident 42: leaked credentials?")
     assert read.memory.content == SECRET
     (record,) = [e for e in pworld.events(before, 100, actor=GOV) if e.event_type == "memory.break_glass_read"]
@@ -82,7 +82,7 @@ def test_break_glass_opens_a_sealed_answer_and_is_a_governors_only(pworld: World
 ])
 def test_bad_break_glass_requests_are_typed_errors_and_record_nothing(pworld: World, kind: str, ident: str,
                                                                         reason: str, error: type[Exception]) -> None:
-    before = pworld.store.read.last_seq()
+    before = book_of(pworld).store.read.last_seq()
     with pytest.raises(error):
         pworld.break_glass_read(GOV, kind, ident, reason)
-    assert pworld.store.read.last_seq() == before
+    assert book_of(pworld).store.read.last_seq() == before

@@ -19,7 +19,7 @@ from engine.protocol.adapters import AgentDecision, AppendEvent, Discuss, RuleAg
 from engine.runloop.world_facts import fact_changes
 from engine.world import World
 from engine.world.projection import WorldView
-from tests.conftest import REPO, add_agent
+from tests.conftest import REPO, add_agent, book_of
 from tests.controller.support import event
 from tests.mvp.support import GOV, act, events_of, once, outcomes, runner_for
 
@@ -58,7 +58,7 @@ def room_status(world: World) -> str:
 
 
 def contested(world: World) -> bool:
-    facts = world.controller_facts("main")
+    facts = book_of(world).controller_facts("main")
     return any(f["kind"] == "contest" and f["key"] == TERM for f in facts) and sum(
         f["kind"] == "claim" and f["key"] == TERM for f in facts) == 2
 
@@ -100,11 +100,11 @@ def test_a_decision_event_that_reaches_the_log_without_an_allowed_role_is_ignore
 def test_an_agent_cannot_bring_its_own_recorded_role(pworld: World) -> None:
     add_agent(pworld, "mo", ["state.write"])
     pworld.grant(GOV, "mo", role_id="moderator")
-    before = pworld.store.read.last_seq()
+    before = book_of(pworld).store.read.last_seq()
     with pytest.raises(InvalidInput) as err:
         pworld.append_event("mo", "conflict.resolved", {"term": TERM, "actor_role": "governor"})
     assert err.value.field == "payload.actor_role"
-    assert pworld.store.read.last_seq() == before
+    assert book_of(pworld).store.read.last_seq() == before
     pworld.append_event("mo", "conflict.resolved", {"term": TERM})
     (logged,) = events_of(pworld, "conflict.resolved")
     assert logged.payload == {"term": TERM, "actor_role": "moderator"}

@@ -7,14 +7,14 @@ import pytest
 
 from engine.errors import PolicyDenied
 from engine.world import World
-from tests.conftest import add_agent
+from tests.conftest import add_agent, book_of
 
 GOV = "gov"
 PRIVILEGED = ("governor", "reviewer", "moderator")
 
 
 def role_of(world: World, agent_id: str) -> str:
-    row = world.store.read.get("agents", agent_id=agent_id)
+    row = book_of(world).store.read.get("agents", agent_id=agent_id)
     assert row is not None
     return str(row["role_id"])
 
@@ -24,8 +24,8 @@ def test_self_registration_with_a_privileged_role_is_refused(pworld: World, role
     with pytest.raises(PolicyDenied) as err:
         pworld.register_agent("mallory", "Mallory", role, "t-mallory")
     assert (err.value.action, err.value.kind, err.value.id) == ("register", "agent", "mallory")
-    assert pworld.store.read.get("agents", agent_id="mallory") is None  # nothing registered
-    assert pworld.store.read.rows("sessions", {"agent_id": "mallory"}) == []
+    assert book_of(pworld).store.read.get("agents", agent_id="mallory") is None  # nothing registered
+    assert book_of(pworld).store.read.rows("sessions", {"agent_id": "mallory"}) == []
     # control: the same agent registers itself as a plain worker
     assert pworld.register_agent("mallory", "Mallory", "worker", "t-mallory").agent.role_id == "worker"
 

@@ -9,7 +9,7 @@ import pytest
 
 from engine.errors import NotPermitted, PolicyDenied
 from engine.world import World
-from tests.conftest import add_agent
+from tests.conftest import add_agent, book_of
 
 GOV = "gov"
 
@@ -39,12 +39,12 @@ def test_an_outsider_cannot_join_without_an_invitation(pworld: World) -> None:
     with pytest.raises(PolicyDenied):  # nobody invites itself in
         pworld.invite_to_room("oscar", room, "oscar")
     assert active(pworld, room) == {"ann", "ben"}
-    assert pworld.store.read.get("room_members", room_id=room, agent_id="oscar") is None
+    assert book_of(pworld).store.read.get("room_members", room_id=room, agent_id="oscar") is None
 
     invitation = pworld.invite_to_room("ben", room, "oscar")  # a member invites
     assert (invitation.active, invitation.left_at_us) == (False, None)
     assert active(pworld, room) == {"ann", "ben"}  # an invitation is no membership: it shows nothing yet
-    assert room not in pworld.store.read.active_rooms_of("oscar")
+    assert room not in book_of(pworld).store.read.active_rooms_of("oscar")
     assert pworld.join_room("oscar", room).active
     pworld.leave_room("oscar", room)
     with pytest.raises(PolicyDenied):  # leaving ended the invitation
@@ -104,7 +104,7 @@ def sealed_from(world: World, reader: str, memory_id: str, secret: str) -> bool:
     if memory_id in world.project_world(reader, budget=10_000).memory_ids():
         return False
     if reader == GOV:
-        owner = world.store.read.get("memory", memory_id=memory_id)["owner"]  # type: ignore[index]
+        owner = book_of(world).store.read.get("memory", memory_id=memory_id)["owner"]  # type: ignore[index]
         if memory_id in world.project_world(owner, budget=10_000, actor=GOV).memory_ids():
             return False
     if memory_id in {a.memory_id for a in world.room_answers("r1", actor=reader)}:
