@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
-
+from engine.commands.state import AppendEvent, CompareAndSetState
 from engine.errors import InvalidInput
-from engine.models.common import Id, JsonValue, Model, Payload, TimeUs
+from engine.models.common import Id, Model, TimeUs
 from engine.models.events import Event
-from engine.models.state import StateEntry, StateKey
+from engine.models.state import StateEntry
 from engine.policy.attributes import GOVERNOR_ROLE
 from engine.policy.enforcement import Check
 from engine.policy.model import ACTOR_ROLE_FIELD, DECISION_EVENTS
@@ -17,19 +16,6 @@ from engine.validation import build, check_int64
 from engine.world.core import Cause, Plan, WorldCore
 from engine.world.memory import seal_memory_content
 from store import Insert, Update
-
-
-class CompareAndSet(Model):
-    key: StateKey
-    expected_version: int = Field(ge=0)
-    value: JsonValue
-
-
-class AppendEvent(Model):
-    event_type: str = Field(pattern=r"^[a-z][a-z0-9_.]{0,99}$")
-    subject_kind: str = Field(default="world", pattern=r"^[a-z][a-z_]{0,49}$")
-    subject_id: str = Field(default="world", min_length=1, max_length=300)
-    payload: Payload = Field(default_factory=dict)
 
 
 class EventRef(Model):
@@ -43,7 +29,7 @@ class EventRef(Model):
 class StateCalls(WorldCore):
     def get_state(self, key: str, *, actor: str | None = None) -> StateEntry:
         """The current entry for ``key``; raises ``NotFound``."""
-        k = build(CompareAndSet, key=key, expected_version=0, value=None).key
+        k = build(CompareAndSetState, key=key, expected_version=0, value=None).key
         return self._get(StateEntry, "state_entries", "state", k, actor, key=k)
 
     def list_state(self, prefix: str = "", limit: int = 1000, *, actor: str | None = None) -> list[StateEntry]:
@@ -60,12 +46,12 @@ class StateCalls(WorldCore):
         Raises ``VersionConflict`` (with the current version) on a stale write, ``AlreadyExists`` when
         creating a key that exists, ``NotFound`` when updating a key that does not.
         """
-        req = build(CompareAndSet, key=key, expected_version=expected_version, value=value)
+        req = build(CompareAndSetState, key=key, expected_version=expected_version, value=value)
         return self._write("compare_and_set_state", actor, req, lambda now: self._plan_cas(actor, req, now),
                            StateEntry, op_id=op_id, cause=cause)
 
     @staticmethod
-    def _plan_cas(actor: str, req: CompareAndSet, now: int) -> Plan:
+    def _plan_cas(actor: str, req: CompareAndSetState, now: int) -> Plan:
         version = req.expected_version + 1
         # every field is already validated (the request, the actor id, the clock): construct, don't re-check
         entry = StateEntry.model_construct(key=req.key, value=req.value, version=version, updated_by=actor,
@@ -92,13 +78,14 @@ class StateCalls(WorldCore):
         controller checks again; a payload that brings its own ``actor_role`` is ``InvalidInput``."""
         req = build(AppendEvent, event_type=event_type, subject_kind=subject_kind, subject_id=subject_id,
                     payload=payload or {})
+        given = req.payload or {}
         decision = req.event_type in DECISION_EVENTS
-        if decision and ACTOR_ROLE_FIELD in req.payload:
+        if decision and ACTOR_ROLE_FIELD in given:
             raise InvalidInput(f"payload.{ACTOR_ROLE_FIELD}", "is recorded by the runtime, never given")
         event_id = self.ids.new("evt")
 
         def plan(now: int) -> Plan:
-            body = req.payload
+            body = given
             if decision:
                 row = self._store.read.get("agents", agent_id=actor)
                 body = {**body, ACTOR_ROLE_FIELD: str(row["role_id"]) if row is not None else ""}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from engine.commands.subscriptions import Subscribe
 from engine.models.common import Id, Model, TimeUs, Version
 from engine.policy.enforcement import Check
 from engine.validation import build, check_id
@@ -21,33 +22,29 @@ class Subscription(Model):
     version: Version
 
 
-class Subscribe(Model):
-    agent_id: Id
-    subject_id: str = Field(min_length=1, max_length=300)
-    active: bool
-
-
 class SubscriptionCalls(WorldCore):
     def subscribe(self, actor: str, subject_id: str, *, agent_id: str | None = None, active: bool = True,
                   op_id: str | None = None, cause: Cause | None = None) -> Subscription:
         """``agent_id`` (default: ``actor``) follows ``subject_id`` (``active=False``: stops following).
-        Decided as ``agent:subscribe`` on the subscribing agent (itself, or a governor)."""
-        req = build(Subscribe, agent_id=agent_id or actor, subject_id=subject_id, active=active)
+        Decided as ``agent:subscribe`` on the subscribing agent (itself, or a governor). Only ``None`` means
+        the caller: any other ``agent_id`` is validated as given."""
+        req = build(Subscribe, subject_id=subject_id, agent_id=actor if agent_id is None else agent_id, active=active)
+        who = req.agent_id or actor  # the caller, filled in above (so the request is the same whoever names it)
 
         def plan(now: int) -> Plan:
-            agent = self._row("agents", "agent", req.agent_id, agent_id=req.agent_id)
-            row = self._store.read.get("subscriptions", agent_id=req.agent_id, subject_id=req.subject_id)
-            sub = Subscription(agent_id=req.agent_id, subject_id=req.subject_id, active=req.active,
+            agent = self._row("agents", "agent", who, agent_id=who)
+            row = self._store.read.get("subscriptions", agent_id=who, subject_id=req.subject_id)
+            sub = Subscription(agent_id=who, subject_id=req.subject_id, active=req.active,
                                created_at_us=row["created_at_us"] if row else now, updated_at_us=now,
                                version=row["version"] + 1 if row else 1)
-            ident = f"{req.agent_id}/{req.subject_id}"
+            ident = f"{who}/{req.subject_id}"
             change: Change = Insert("subscriptions", sub.model_dump(mode="json"), "subscription", ident) \
-                if row is None else Update("subscriptions", {"agent_id": req.agent_id, "subject_id": req.subject_id},
+                if row is None else Update("subscriptions", {"agent_id": who, "subject_id": req.subject_id},
                                            row["version"], {"active": req.active, "updated_at_us": now},
                                            "subscription", ident)
             return Plan("subscription.changed", "subscription", ident, sub, [change],
-                        payload={"agent_id": req.agent_id, "subject_id": req.subject_id, "active": req.active},
-                        checks=[Check("agent", req.agent_id, "subscribe", agent)])
+                        payload={"agent_id": who, "subject_id": req.subject_id, "active": req.active},
+                        checks=[Check("agent", who, "subscribe", agent)])
         return self._write("subscribe", actor, req, plan, Subscription, op_id=op_id, cause=cause)
 
     def subscriptions(self, *, agent_id: str | None = None, subject_id: str | None = None) -> list[Subscription]:

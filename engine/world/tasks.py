@@ -6,33 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import Field
-
+from engine.commands.tasks import AbortTask, AssignTask, ClaimTask, CompleteTask, CreateTask, FailTask, ReleaseTask
 from engine.errors import IllegalTransition, NotPermitted, VersionConflict
-from engine.models.common import Id, Model, Payload, Refs, Text, TimeUs
 from engine.models.tasks import TASK_LIFECYCLE, Task, TaskStatus
 from engine.policy.enforcement import Check
 from engine.validation import build, check_id, parse_enum
 from engine.world.core import Cause, Plan, WorldCore
 from store import Insert
-
-
-class CreateTask(Model):
-    goal: Text
-    task_id: Id | None = None
-    dependencies: Refs = Field(default_factory=list)
-    constraints: Payload = Field(default_factory=dict)
-    deadline_us: TimeUs | None = None
-
-
-class TaskAction(Model):
-    task_id: Id
-    action: str
-    agent: Id | None = None
-    expected_version: int | None = Field(default=None, ge=1)
-    result: Payload | None = None
-    reason: str | None = Field(default=None, max_length=4000)
-
 
 _LIVE_PRESENCE = ("active", "attached")
 
@@ -49,17 +29,18 @@ class TaskCalls(WorldCore):
                            op_id=op_id, cause=cause)
 
     def _plan_create_task(self, actor: str, req: CreateTask, now: int) -> Plan:
-        for dep in req.dependencies:
+        dependencies = req.dependencies or []
+        for dep in dependencies:
             self._row("tasks", "task", dep, task_id=dep)
         tid = req.task_id or self.ids.new("tsk")
         task = Task(task_id=tid, goal=req.goal, owner_agent=actor, status=TaskStatus.OPEN,
-                    dependencies=req.dependencies, constraints=req.constraints, deadline_us=req.deadline_us,
+                    dependencies=dependencies, constraints=req.constraints or {}, deadline_us=req.deadline_us,
                     created_at_us=now, updated_at_us=now, version=1)
         row = task.model_dump(mode="json")
         return Plan("task.created", "task", tid, task, [Insert("tasks", row, "task", tid)],
                     checks=[Check("task", tid, "create", row)],
                     payload={"goal": req.goal}, provenance=[("task", d, "task", tid, "depends_on")
-                                                            for d in req.dependencies],
+                                                            for d in dependencies],
                     resulting_version=1)
 
     def get_task(self, task_id: str, *, actor: str | None = None) -> Task:
@@ -78,12 +59,12 @@ class TaskCalls(WorldCore):
     def assign_task(self, actor: str, task_id: str, assignee: str, *, expected_version: int | None = None,
                     op_id: str | None = None, cause: Cause | None = None) -> Task:
         """Offer the task to ``assignee`` (an existing agent). Only the owner assigns."""
-        req = build(TaskAction, task_id=task_id, action="assign", agent=assignee,
-                    expected_version=expected_version)
+        req = build(AssignTask, task_id=task_id, assignee=assignee, expected_version=expected_version)
 
         def plan(now: int) -> Plan:
-            self._row("agents", "agent", assignee, agent_id=assignee)
-            return self._task_plan(req, actor, now, values={"assignee": assignee})
+            self._row("agents", "agent", req.assignee, agent_id=req.assignee)
+            return self._task_plan("assign", req.task_id, req.expected_version, actor, now,
+                                   values={"assignee": req.assignee}, agent=req.assignee)
         return self._write("assign_task", actor, req, plan, Task, op_id=op_id, cause=cause)
 
     def claim_task(self, actor: str, task_id: str, *, expected_version: int | None = None,
@@ -91,59 +72,58 @@ class TaskCalls(WorldCore):
         """Take the task. Of N concurrent claimers exactly one wins; the others get
         ``IllegalTransition`` (already claimed) or ``VersionConflict``. The claimer must be a live agent
         (active or attached); an assigned task can only be claimed by its assignee."""
-        req = build(TaskAction, task_id=task_id, action="claim", expected_version=expected_version)
+        req = build(ClaimTask, task_id=task_id, expected_version=expected_version)
         try:
             return self._write("claim_task", actor, req, lambda now: self._task_plan(
-                req, actor, now, values={"assignee": actor}), Task, op_id=op_id, cause=cause)
+                "claim", req.task_id, req.expected_version, actor, now, values={"assignee": actor}), Task,
+                op_id=op_id, cause=cause)
         except VersionConflict:
-            if expected_version is None:
-                current = self._load(Task, "tasks", "task", task_id, task_id=task_id)
+            if req.expected_version is None:
+                current = self._load(Task, "tasks", "task", req.task_id, task_id=req.task_id)
                 if not TASK_LIFECYCLE.allows(current.status.value, "claim"):
-                    raise IllegalTransition("task", task_id, current.status.value, "claim") from None
+                    raise IllegalTransition("task", req.task_id, current.status.value, "claim") from None
             raise
 
     def complete_task(self, actor: str, task_id: str, result: dict[str, Any] | None = None, *,
                       expected_version: int | None = None, op_id: str | None = None,
                       cause: Cause | None = None) -> Task:
         """Finish a claimed task with ``result``; only its assignee may."""
-        return self._assignee_action("complete", actor, task_id, expected_version, op_id, cause,
-                                     result=result or {})
+        req = build(CompleteTask, task_id=task_id, result=result or {}, expected_version=expected_version)
+        return self._write("complete_task", actor, req, lambda now: self._task_plan(
+            "complete", req.task_id, req.expected_version, actor, now, values={"result": req.result}), Task,
+            op_id=op_id, cause=cause)
 
     def fail_task(self, actor: str, task_id: str, reason: str, *, expected_version: int | None = None,
                   op_id: str | None = None, cause: Cause | None = None) -> Task:
         """Record that the assignee could not finish the task."""
-        return self._assignee_action("fail", actor, task_id, expected_version, op_id, cause,
-                                     result={"reason": reason}, reason=reason)
+        req = build(FailTask, task_id=task_id, reason=reason, expected_version=expected_version)
+        return self._write("fail_task", actor, req, lambda now: self._task_plan(
+            "fail", req.task_id, req.expected_version, actor, now, values={"result": {"reason": req.reason}},
+            reason=req.reason), Task, op_id=op_id, cause=cause)
 
     def release_task(self, actor: str, task_id: str, *, expected_version: int | None = None,
                      op_id: str | None = None, cause: Cause | None = None) -> Task:
         """Give the task back (open again); the assignee or the owner may."""
-        req = build(TaskAction, task_id=task_id, action="release", expected_version=expected_version)
+        req = build(ReleaseTask, task_id=task_id, expected_version=expected_version)
         return self._write("release_task", actor, req, lambda now: self._task_plan(
-            req, actor, now, values={"assignee": None}), Task, op_id=op_id, cause=cause)
+            "release", req.task_id, req.expected_version, actor, now, values={"assignee": None}), Task,
+            op_id=op_id, cause=cause)
 
     def abort_task(self, actor: str, task_id: str, reason: str, *, expected_version: int | None = None,
                    op_id: str | None = None, cause: Cause | None = None) -> Task:
         """Stop the task for good; only its owner may (a human decision is never overwritten by others)."""
-        req = build(TaskAction, task_id=task_id, action="abort", expected_version=expected_version,
-                    reason=reason)
+        req = build(AbortTask, task_id=task_id, reason=reason, expected_version=expected_version)
         return self._write("abort_task", actor, req, lambda now: self._task_plan(
-            req, actor, now, values={"result": {"aborted": reason}}), Task, op_id=op_id, cause=cause)
+            "abort", req.task_id, req.expected_version, actor, now, values={"result": {"aborted": req.reason}},
+            reason=req.reason), Task, op_id=op_id, cause=cause)
 
-    def _assignee_action(self, action: str, actor: str, task_id: str, expected_version: int | None,
-                         op_id: str | None, cause: Cause | None, *, result: dict[str, Any],
-                         reason: str | None = None) -> Task:
-        req = build(TaskAction, task_id=task_id, action=action, expected_version=expected_version,
-                    result=result, reason=reason)
-        return self._write(f"{action}_task", actor, req, lambda now: self._task_plan(
-            req, actor, now, values={"result": req.result}), Task, op_id=op_id, cause=cause)
-
-    def _task_plan(self, req: TaskAction, actor: str, now: int, *, values: dict[str, Any]) -> Plan:
-        """The transition ``req.action``: the lifecycle, then :func:`check_task_parties`, then the policy."""
-        plan, _ = self._transition(Task, "tasks", "task", req.task_id, TASK_LIFECYCLE, req.action, now,
-                                   expected_version=req.expected_version, values=values,
-                                   check=lambda t: check_task_parties(self, actor, req.action, t),
-                                   payload={"agent": req.agent or actor, "reason": req.reason})
+    def _task_plan(self, action: str, task_id: str, expected_version: int | None, actor: str, now: int, *,
+                   values: dict[str, Any], agent: str | None = None, reason: str | None = None) -> Plan:
+        """The transition ``action``: the lifecycle, then :func:`check_task_parties`, then the policy."""
+        plan, _ = self._transition(Task, "tasks", "task", task_id, TASK_LIFECYCLE, action, now,
+                                   expected_version=expected_version, values=values,
+                                   check=lambda t: check_task_parties(self, actor, action, t),
+                                   payload={"agent": agent or actor, "reason": reason})
         return plan
 
 
