@@ -142,6 +142,27 @@ class Runtime:
                             reload_seconds=observed - started, revocation_seconds=time.monotonic() - observed,
                             revoked=revoked)
 
+    def follow_policy(self, *, observe_timeout_s: float = 10.0) -> str:
+        """Bring this runtime's PDP to the world's current epoch, after another process reloaded the policy
+        (a worker's write then fails with ``PolicyEpochChanged``): reload the PDP from the deployment (the
+        runtime's own; an external PDP is governance's) and wait until it decides under the store's epoch.
+        Returns that epoch; ``PolicyUnavailable`` if the PDP does not get there in time (fail closed)."""
+        current = self.book.current_policy_epoch()
+        if current is None:
+            raise PolicyUnavailable("the world has no policy epoch to follow")
+        if probe_epoch(self.pdp) == current.epoch:
+            return current.epoch
+        if self.managed is not None:
+            self.pdp.reload()
+        if isinstance(self.book.policy, PdpAuthorizer):
+            self.book.policy.plan_memo.clear()
+        deadline = time.monotonic() + observe_timeout_s
+        while (seen := probe_epoch(self.pdp)) != current.epoch:
+            if time.monotonic() > deadline:
+                raise PolicyUnavailable(f"the PDP decides under {seen!r}; the world's epoch is {current.epoch!r}")
+            time.sleep(0.05)
+        return current.epoch
+
     def explain(self, principal_id: str, kind: str, ident: str, action: str) -> Explanation:
         """The decision for (principal, object, action), with the derived roles that applied and the
         attributes it was decided on."""

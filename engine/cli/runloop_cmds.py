@@ -37,6 +37,7 @@ class WorkerReport(Model):
     cycles: int
     crashes: int
     unavailable: int
+    epoch_changes: int = 0
     outcomes: dict[str, int]
 
 
@@ -88,7 +89,8 @@ def register(app: typer.Typer) -> None:
         with invocation(ctx, acting=True) as run:
             adapters = dict(load_adapter(s) for s in agents or [])
             runner = InProcessRunner(run.book, adapters=adapters, rule_dir=rules, governor=run.actor,
-                                     worker_id=worker_id, lease_seconds=lease, controller=controller)
+                                     worker_id=worker_id, lease_seconds=lease, controller=controller,
+                                     follow_policy=run.runtime.follow_policy)  # a reload elsewhere: carry on
             stop = threading.Event()
             previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
             try:
@@ -101,7 +103,7 @@ def register(app: typer.Typer) -> None:
             run.show(WorkerReport(worker_id=worker_id, rounds=stats.rounds, events=stats.events, steps=stats.steps,
                                   wakes=stats.wakes, suppressed=stats.suppressed, cycles=stats.cycles,
                                   crashes=stats.crashes, unavailable=stats.unavailable,
-                                  outcomes=dict(stats.outcomes)))
+                                  epoch_changes=stats.epoch_changes, outcomes=dict(stats.outcomes)))
 
     @app.command("trace")
     def trace(

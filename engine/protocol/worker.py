@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from engine.errors import ConflictError, PMWError, PolicyDenied, PolicyUnavailable
+from engine.errors import ConflictError, PMWError, PolicyDenied, PolicyEpochChanged, PolicyUnavailable
 from engine.models.agents import Agent
 from engine.models.common import ID_PATTERN
 from engine.models.receipts import Decision, Outcome, Receipt
@@ -32,6 +32,18 @@ from engine.world.projection import WorldView
 DEFAULT_LEASE_S = 30.0
 _REF = re.compile(ID_PATTERN)
 MAX_TRACE_REFS = 200
+
+
+class EpochMoved(Exception):
+    """A write of this worker was decided under a policy epoch that is no longer the world's (another process
+    reloaded the policy). Nothing of that write was committed; the wake (if one was claimed) stays leased to
+    this worker. The runner brings its PDP to the new epoch and runs the wake again: its recorded decision
+    replays and the effects already committed return their stored results, so nothing is applied twice."""
+
+    def __init__(self, wake: Wake | None, cause: PolicyEpochChanged) -> None:
+        super().__init__(cause.message)
+        self.wake = wake
+        self.cause = cause
 
 
 class SimulatedCrash(Exception):
@@ -63,7 +75,10 @@ class Worker:
 
     def run_once(self, agent_id: str | None = None) -> Cycle | None:
         """Claim and run the most urgent due wake (of ``agent_id``, if given); ``None`` if none is due."""
-        wake = self.world.claim_wake(self.worker_id, agent_id=agent_id, lease_seconds=self.lease_seconds)
+        try:
+            wake = self.world.claim_wake(self.worker_id, agent_id=agent_id, lease_seconds=self.lease_seconds)
+        except PolicyEpochChanged as exc:
+            raise EpochMoved(None, exc) from exc
         if wake is None:
             return None
         return self.run_wake(wake)
@@ -79,6 +94,14 @@ class Worker:
         return cycles
 
     def run_wake(self, wake: Wake) -> Cycle:
+        """Carry ``wake`` (leased to this worker) through the protocol to its receipt. Raises
+        :class:`EpochMoved` when a write was decided under an epoch that is no longer current."""
+        try:
+            return self._run_wake(wake)
+        except PolicyEpochChanged as exc:
+            raise EpochMoved(wake, exc) from exc
+
+    def _run_wake(self, wake: Wake) -> Cycle:
         started = self.world.clock.now_us()
         adapter = self.adapters.get(wake.target_agent)
         if adapter is None:
@@ -112,6 +135,8 @@ class Worker:
                 refs.append(ref if _REF.match(ref) else op_id)  # e.g. a state key with "/": its operation
             except PolicyDenied as exc:
                 return self._finish(wake, decided, Outcome.DENIED, exc.message, started, refs, view)
+            except PolicyEpochChanged:
+                raise  # not a conflict of the agent's: decided under a stale epoch; decided again after resync
             except ConflictError as exc:
                 return self._finish(wake, decided, Outcome.CONFLICT, exc.message, started, refs, view)
             except PolicyUnavailable:
@@ -158,4 +183,4 @@ def _retrieved(view: WorldView | None) -> list[str]:
             *(f"artifact:{a.artifact_id}" for a in view.artifacts)]
 
 
-__all__ = ["Cycle", "SimulatedCrash", "Worker"]
+__all__ = ["Cycle", "EpochMoved", "SimulatedCrash", "Worker"]

@@ -44,7 +44,7 @@ from engine.controller.decisions import (
 from engine.controller.durable_host import RuleSet
 from engine.controller.errors import EngineFailure
 from engine.controller.facts import Fact
-from engine.errors import AlreadyExists, OperationConflict, PMWError, PolicyUnavailable, VersionConflict
+from engine.errors import AlreadyExists, OperationConflict, PMWError, PolicyEpochChanged, PolicyUnavailable, VersionConflict
 from engine.models.topology import EdgeType
 from engine.runloop.world_facts import fact_changes
 from engine.world import Cause
@@ -261,8 +261,8 @@ class ControllerLoop:
                 w.append_event(me, "context.refresh_required", {"agent": d.agent, "reason": d.reason},
                                subject_kind="agent", subject_id=d.agent, op_id=op, cause=cause)
             # RouteReview: its wake is a WakeTarget of the same step; the record is the decision itself
-        except PolicyUnavailable:
-            raise
+        except (PolicyUnavailable, PolicyEpochChanged):
+            raise  # no decision, or one under a stale epoch: the step is not committed; observed again
         except PMWError as exc:
             return exc.code
         return None

@@ -13,14 +13,16 @@ in-process signal; ``LISTEN/NOTIFY`` on PostgreSQL) with a bounded fallback poll
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.controller.durable_host import RuleSet
-from engine.errors import PolicyUnavailable
+from engine.errors import PolicyEpochChanged, PolicyUnavailable
+from engine.models.wakes import Wake
 from engine.protocol.adapters import AgentAdapter
-from engine.protocol.worker import Cycle, SimulatedCrash, Worker
+from engine.protocol.worker import Cycle, EpochMoved, SimulatedCrash, Worker
 from engine.runloop.follower import ControllerLoop, DrainStats, ensure_controller_agent
 from engine.runloop.signals import DEFAULT_POLL_S, CommitSignal
 from engine.sources import ManualClock
@@ -38,6 +40,7 @@ class RunStats(DrainStats):
     cycles: int = 0
     crashes: int = 0
     unavailable: int = 0
+    epoch_changes: int = 0  # writes found decided under an epoch no longer current: the PDP followed the world
     rooms_closed: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
 
@@ -51,8 +54,13 @@ class InProcessRunner:
 
     def __init__(self, book: RuntimeBook, *, adapters: dict[str, AgentAdapter], rule_dir: Path | str = DEFAULT_RULES,
                  governor: str = "gov", worker_id: str = "worker-1", world_id: str = "main",
-                 lease_seconds: float = 30.0, controller: bool = True) -> None:
+                 lease_seconds: float = 30.0, controller: bool = True,
+                 follow_policy: Callable[[], object] | None = None) -> None:
+        """``follow_policy``: brings this process's PDP to the world's current epoch when a write finds it
+        moved (another process reloaded the policy; :meth:`engine.runtime.Runtime.follow_policy`). Without
+        it, such a write's ``PolicyEpochChanged`` ends the run."""
         self.book = book
+        self.follow_policy = follow_policy
         self.world = book.world
         self.governor = governor
         self.loop = ControllerLoop(book, rule_dir, world_id=world_id) if controller else None
@@ -88,7 +96,11 @@ class InProcessRunner:
         stats.rounds += 1
         did = False
         if self.loop is not None:
-            drained = self.loop.drain()
+            try:
+                drained = self.loop.drain()
+            except PolicyEpochChanged as exc:  # a follow-up decided under a stale epoch: observed again
+                self._follow(exc, stats)
+                return True
             stats.add(drained)
             did = drained.events > 0
             try:  # zombie rooms: closed by their stop condition (the controller may close what it opened)
@@ -96,9 +108,12 @@ class InProcessRunner:
             except PolicyUnavailable:
                 stats.unavailable += 1
                 return did
+            except PolicyEpochChanged as exc:
+                self._follow(exc, stats)
+                return True
         for _ in range(max_cycles):
             try:
-                cycle = self.worker.run_once()
+                cycle = self._cycle(stats)
             except SimulatedCrash:
                 stats.crashes += 1
                 did = True
@@ -111,6 +126,26 @@ class InProcessRunner:
             stats.add_cycle(cycle)
             did = True
         return did
+
+    def _follow(self, moved: PolicyEpochChanged, stats: RunStats) -> None:
+        """The world's epoch moved under this process: bring the PDP to it (or end the run, without a way to)."""
+        stats.epoch_changes += 1
+        if self.follow_policy is None:
+            raise moved
+        self.follow_policy()
+
+    def _cycle(self, stats: RunStats, attempts: int = 3) -> Cycle | None:
+        """The worker's next cycle. A write decided under an epoch that moved is decided again once the PDP
+        follows the world: a claim is simply made again; a wake this worker holds is run again (bounded: an
+        epoch that keeps moving leaves the wake leased, to be claimed again when its lease ends)."""
+        held: Wake | None = None
+        for _ in range(attempts):
+            try:
+                return self.worker.run_wake(held) if held is not None else self.worker.run_once()
+            except EpochMoved as moved:
+                self._follow(moved.cause, stats)
+                held = moved.wake or held
+        return None
 
     def run_until_quiet(self, max_rounds: int = 10_000, *, advance_clock: bool = False,
                         horizon_us: int | None = None) -> RunStats:
