@@ -44,7 +44,14 @@ from engine.controller.decisions import (
 from engine.controller.durable_host import RuleSet
 from engine.controller.errors import EngineFailure
 from engine.controller.facts import Fact
-from engine.errors import AlreadyExists, OperationConflict, PMWError, PolicyEpochChanged, PolicyUnavailable, VersionConflict
+from engine.errors import (
+    AlreadyExists,
+    OperationConflict,
+    PMWError,
+    PolicyEpochChanged,
+    PolicyUnavailable,
+    VersionConflict,
+)
 from engine.models.topology import EdgeType
 from engine.runloop.world_facts import fact_changes
 from engine.world import Cause

@@ -13,8 +13,8 @@ in-process signal; ``LISTEN/NOTIFY`` on PostgreSQL) with a bounded fallback poll
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
