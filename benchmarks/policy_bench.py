@@ -71,7 +71,6 @@ from engine.policy.model import ACTIONS, PrincipalRef
 from engine.policy.pdp_process import ManagedPdp, cerbos_binary
 from engine.runtime import probe_epoch
 from engine.sources import SeededIds, SystemClock
-from engine.world import World
 from engine.world.book import RuntimeBook
 from store import Insert, Store, WriteRequest
 
@@ -246,10 +245,10 @@ class RawCerbos:
         self.stub = svc_pb2_grpc.CerbosServiceStub(self.channel)  # type: ignore[no-untyped-call]
 
     @staticmethod
-    def request(world: World, actor: str, resources: Sequence[tuple[str, str, dict[str, Any] | None]],
+    def request(book: RuntimeBook, actor: str, resources: Sequence[tuple[str, str, dict[str, Any] | None]],
                 actions: Sequence[str]) -> request_pb2.CheckResourcesRequest:
         """The request the runtime would send (same principal and resource attributes), built once."""
-        p = _principal(_principal_of(world, actor))
+        p = _principal(_principal_of(book, actor))
         return request_pb2.CheckResourcesRequest(
             request_id="bench", principal=p, include_meta=True,
             resources=[request_pb2.CheckResourcesRequest.ResourceEntry(
@@ -266,9 +265,9 @@ class RawCerbos:
 # -- sections -------------------------------------------------------------------------------------------
 
 
-def _principal_of(world: World, actor: str) -> PrincipalRef:
+def _principal_of(book: RuntimeBook, actor: str) -> PrincipalRef:
     """What ``PdpAuthorizer`` does first on every call: the principal from the agent's rows (3 reads)."""
-    read = world.store.read
+    read = book.store.read
     agent = read.get("agents", agent_id=actor)
     assert agent is not None
     return principal(read, agent)
@@ -308,12 +307,13 @@ def rpc_inside(authz: PdpAuthorizer, call: Callable[[], object], n: int) -> dict
             "rest": statistics.median(c - r for c, r in zip(calls, rpc, strict=True))}
 
 
-def single_decision(world: World, authz: PdpAuthorizer, raw: RawCerbos, n: int, rep: Report) -> None:
+def single_decision(book: RuntimeBook, authz: PdpAuthorizer, raw: RawCerbos, n: int, rep: Report) -> None:
+    world = book.world
     rep.section(f"1. Single decision (state 'k', action write; {n} samples each, interleaved)")
-    row = world.store.read.get("state_entries", key=STATE_KEY)
+    row = book.store.read.get("state_entries", key=STATE_KEY)
     assert row is not None
     asked = [("state", STATE_KEY, row)]
-    req = raw.request(world, ACTOR, asked, ["write"])
+    req = raw.request(book, ACTOR, asked, ["write"])
     resp = raw.check(req)
     assert resp.results[0].actions["write"] == 1, "the benchmark agent must be allowed to write 'k'"
     check = [Check("state", STATE_KEY, "write", row)]
@@ -321,7 +321,7 @@ def single_decision(world: World, authz: PdpAuthorizer, raw: RawCerbos, n: int, 
     res, entry = resource("state", STATE_KEY, row), resp.results[0]
 
     def raw_after_client_work() -> Elapsed:
-        _request(_principal_of(world, ACTOR), asked, ["write"])  # the runtime's client-side steps, untimed
+        _request(_principal_of(book, ACTOR), asked, ["write"])  # the runtime's client-side steps, untimed
         t0 = time.perf_counter()
         raw.check(req)
         return Elapsed(time.perf_counter() - t0)
@@ -332,9 +332,9 @@ def single_decision(world: World, authz: PdpAuthorizer, raw: RawCerbos, n: int, 
         "allowed_actions": lambda: world.allowed_actions(ACTOR, "state", STATE_KEY),
         "raw_after_work": raw_after_client_work,
     }, n, warmup=max(50, n // 10))
-    p_ref = _principal_of(world, ACTOR)
+    p_ref = _principal_of(book, ACTOR)
     steps = interleaved({  # (b)'s client-side steps alone (the code paths the adapter runs), no RPC
-        "principal": lambda: _principal_of(world, ACTOR),
+        "principal": lambda: _principal_of(book, ACTOR),
         "request": lambda: _request(p_ref, asked, ["write"]),
         "decode": lambda: CerbosPdp._decision(entry, res),
     }, max(200, n // 4), warmup=50)
@@ -366,14 +366,15 @@ def single_decision(world: World, authz: PdpAuthorizer, raw: RawCerbos, n: int, 
         "target": TARGET_SINGLE, "pass": ratio <= TARGET_SINGLE}
 
 
-def batch_decisions(world: World, authz: PdpAuthorizer, raw: RawCerbos, rows: list[dict[str, Any]], n: int,
+def batch_decisions(book: RuntimeBook, authz: PdpAuthorizer, raw: RawCerbos, rows: list[dict[str, Any]], n: int,
                     rep: Report) -> None:
+    world = book.world
     rep.section(f"2. Batch of {BATCH} memory rows ({n} requests each, interleaved)")
     picked = rows[:BATCH]
     all_actions = list(ACTIONS["memory"])
     asked = [("memory", str(r["memory_id"]), r) for r in picked]
-    req_read = raw.request(world, ACTOR, asked, ["read"])
-    req_all = raw.request(world, ACTOR, asked, all_actions)
+    req_read = raw.request(book, ACTOR, asked, ["read"])
+    req_all = raw.request(book, ACTOR, asked, all_actions)
     checks = [Check("memory", r["memory_id"], "read", r) for r in picked]
     objects = [("memory", r["memory_id"]) for r in picked]
     resp = raw.check(req_read)
@@ -386,11 +387,11 @@ def batch_decisions(world: World, authz: PdpAuthorizer, raw: RawCerbos, rows: li
         "raw_all": lambda: raw.check(req_all),
         "allowed_actions_batch": lambda: world.allowed_actions_batch(ACTOR, objects),
     }, n, warmup=max(10, n // 10))
-    p_ref = _principal_of(world, ACTOR)
+    p_ref = _principal_of(book, ACTOR)
     refs = [resource(k, i, r) for k, i, r in asked]
-    read = world.store.read
+    read = book.store.read
     steps = interleaved({  # decide's client-side steps alone, no RPC
-        "principal": lambda: _principal_of(world, ACTOR),
+        "principal": lambda: _principal_of(book, ACTOR),
         "request": lambda: _request(p_ref, asked, ["read"]),
         "decode": lambda: [CerbosPdp._decision(e, r) for e, r in zip(resp.results, refs, strict=True)],
         "row_reads": lambda: [read.get("memory", memory_id=i) for _, i, _ in asked],
@@ -420,9 +421,11 @@ def batch_decisions(world: World, authz: PdpAuthorizer, raw: RawCerbos, rows: li
         "target": TARGET_BATCH, "pass": ratio >= TARGET_BATCH}
 
 
-def projection(world: World, authz: PdpAuthorizer, n_rows: int, rounds: int, check_rows: int, rep: Report) -> None:
+def projection(book: RuntimeBook, authz: PdpAuthorizer, n_rows: int, rounds: int, check_rows: int,
+               rep: Report) -> None:
+    world = book.world
     rep.section(f"3. Projection over {n_rows:,} memory rows for agent {ACTOR} (median of {rounds})")
-    read = world.store.read
+    read = book.store.read
     order: dict[str, Any] = {"order_by": ("updated_at_us",), "descending": True}
 
     plan = authz.plan(ACTOR, "memory", "read")
@@ -540,17 +543,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         t0 = time.perf_counter()
         book = open_book(tmp, pdp)
         world = book.world
-        authz = world.policy
+        authz = book.policy
         assert isinstance(authz, PdpAuthorizer)
         rows = memory_rows(args.rows, world.clock.now_us() - 10 * args.rows)
         populate(book, rows)
-        assert world.store.read.count("memory") == args.rows
+        assert book.store.read.count("memory") == args.rows
         print(f"world seeded: {N_AGENTS} agents, {N_ROOMS} rooms, {args.rows:,} memory rows "
               f"in {time.perf_counter() - t0:.1f} s", flush=True)
-        single_decision(world, authz, raw, args.n, rep)
-        batch_decisions(world, authz, raw, rows, args.batch_n, rep)
+        single_decision(book, authz, raw, args.n, rep)
+        batch_decisions(book, authz, raw, rows, args.batch_n, rep)
         del rows
-        projection(world, authz, args.rows, args.proj_rounds, args.check_rows, rep)
+        projection(book, authz, args.rows, args.proj_rounds, args.check_rows, rep)
     finally:
         if book is not None:
             book.close()

@@ -133,8 +133,8 @@ def test_sigkill_loses_nothing_committed_and_retry_applies_once(
         assert [e["resulting_version"] for e in events] == list(range(1, entry.version + 1))
         assert entry.value == entry.version - 1
         for r in announced[:-1]:  # nothing committed was lost
-            assert world.store.operation(r["announce"]) is not None, r
-        stored = world.store.operation(op_id)
+            assert book.store.operation(r["announce"]) is not None, r
+        stored = book.store.operation(op_id)
         had_committed = stored is not None
         assert entry.version == (ops + 1 if had_committed else ops)
         if len(done) == ops:  # the child saw the last call return: it must be committed

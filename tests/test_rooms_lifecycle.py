@@ -243,7 +243,7 @@ def test_a_distilled_candidate_is_not_shared_before_review_and_carries_provenanc
     note = team.store_memory("ben", "room note", "observation", scope="room", room_id=room.room_id)
     candidate = team.distill_room("ann", room.room_id, "the gist", source_memory_ids=[note.memory_id])
     assert candidate.status is MemoryStatus.CANDIDATE and candidate.source_refs == [note.memory_id]
-    edges = team.store.read.rows("provenance_edges", {"dst_id": candidate.memory_id})
+    edges = book_of(team).store.read.rows("provenance_edges", {"dst_id": candidate.memory_id})
     assert [(e["src_id"], e["relation"]) for e in edges] == [(note.memory_id, "derived_from")]
     team.revoke_memory("ben", note.memory_id, "wrong")
     assert team.get_memory("ann", candidate.memory_id).status is MemoryStatus.REVOKED
@@ -329,7 +329,7 @@ BadCall = Callable[[World, str, str], Any]
     (lambda w, r, m: w.distill_room("ann", r, "x", source_memory_ids=[m, m]), InvalidInput),
     (lambda w, r, m: w.distill_room("ann", r, "x", source_memory_ids=["mem_ghost"]), NotFound),
     (lambda w, r, m: w.distill_room("ann", r, "x", source_memory_ids=[
-        w.store.read.rows("memory", {"scope": "private"})[0]["memory_id"]]), InvalidInput),
+        book_of(w).store.read.rows("memory", {"scope": "private"})[0]["memory_id"]]), InvalidInput),
     (lambda w, r, m: w.distill_room("ann", r, "", source_memory_ids=[m]), InvalidInput),
     (lambda w, r, m: w.room_discussion(r, actor="ann", limit=0), InvalidInput),
     (lambda w, r, m: w.close_stale_rooms("ann", now_us=-1), InvalidInput),

@@ -23,6 +23,7 @@ from engine.errors import (
 from engine.policy.enforcement import LocalScopeRules
 from engine.world import World
 from engine.world.book import open_world
+from tests.conftest import book_of
 
 BIG = {"blob": "x" * (65 * 1024)}
 BAD_ID = "bad id!"
@@ -111,11 +112,11 @@ def test_bad_input_is_a_typed_error_and_changes_nothing(
         seeded: tuple[World, dict[str, str]], name: str, call: Callable[[World, dict[str, str]], Any],
         error: type[PMWError]) -> None:
     world, ids = seeded
-    before = world.store.read.counts_and_versions()
+    before = book_of(world).store.read.counts_and_versions()
     with pytest.raises(error) as raised:
         call(world, ids)
     assert raised.value.code and raised.value.to_dict()["message"]
-    assert world.store.read.counts_and_versions() == before
+    assert book_of(world).store.read.counts_and_versions() == before
 
 
 def test_a_file_that_is_not_a_database_is_store_unavailable(tmp_path: Path) -> None:

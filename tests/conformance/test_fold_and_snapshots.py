@@ -57,6 +57,6 @@ def test_snapshots_never_delete_the_log(world: World) -> None:
 
 def test_fold_is_a_pure_function_of_the_events(world: World) -> None:
     busy_world(world)
-    rows = world.store.read.events()
+    rows = book_of(world).store.read.events()
     assert fold(rows) == fold(rows)
     assert fold(rows[: len(rows) // 2]) != fold(rows)

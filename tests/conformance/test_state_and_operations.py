@@ -77,7 +77,7 @@ def test_a_failed_write_records_no_operation(world: World, alice: str) -> None:
     world.compare_and_set_state(alice, "k", 0, 1)
     with pytest.raises(VersionConflict):
         world.compare_and_set_state(alice, "k", 7, 2, op_id="op-x")
-    assert world.store.operation("op-x") is None
+    assert book_of(world).store.operation("op-x") is None
     assert world.compare_and_set_state(alice, "k", 1, 2, op_id="op-x").version == 2
 
 

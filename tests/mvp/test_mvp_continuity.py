@@ -270,7 +270,7 @@ def test_mvp02_an_agent_hands_off_a_full_packet_through_its_worker(pworld: World
 
     runner = runner_for(pworld, {"src": RuleAgent([source]), "dst": RuleAgent([target])})
     runner.run_until_quiet(max_rounds=50)
-    (handoff,) = pworld.store.read.rows("handoffs", {"task_id": "t-sum"})
+    (handoff,) = book_of(pworld).store.read.rows("handoffs", {"task_id": "t-sum"})
     assert {k: handoff[k] for k in packet if k != "authority_scope"} == {
         k: v for k, v in packet.items() if k != "authority_scope"}
     assert handoff["authority_scope"]["capabilities"] == ["task.work"]

@@ -148,7 +148,8 @@ def test_mvp08_answers_are_committed_blind_and_revealed_only_when_everyone_has_c
     def answer(agent: Agent, view: WorldView, wake: Wake) -> AgentDecision | None:
         me = agent.agent_id
         in_room = [m for m in (*view.shared_facts, *view.working_memory) if m.room_id == "council"]
-        committed = pworld.store.read.rows("room_answers", {"room_id": "council"})  # the test peeks; the agent can't
+        # the test peeks; the agent can't
+        committed = book_of(pworld).store.read.rows("room_answers", {"room_id": "council"})
         seen.append({"agent": me, "cause": wake.cause, "others": sorted(m.owner for m in in_room if m.owner != me),
                      "committed": len(committed),
                      "answers_it_may_read": len(pworld.room_answers("council", actor=me))})

@@ -12,7 +12,7 @@ from engine.errors import NotPermitted, PolicyDenied
 from engine.policy.attributes import principal
 from engine.policy.cerbos_adapter import CerbosPdp
 from engine.world import World
-from tests.conftest import add_agent, close_world, open_pdp_world
+from tests.conftest import add_agent, book_of, close_world, open_pdp_world
 
 CAPS = ["task.work", "handoff.create", "state.write", "memory.write", "artifact.write", "tool:deploy"]
 SETTINGS = settings(max_examples=15, deadline=None,
@@ -20,9 +20,9 @@ SETTINGS = settings(max_examples=15, deadline=None,
 
 
 def effective(world: World, agent: str, task_id: str) -> set[str]:
-    row = world.store.read.get("agents", agent_id=agent)
+    row = book_of(world).store.read.get("agents", agent_id=agent)
     assert row is not None
-    return set(principal(world.store.read, row, task_id=task_id).attr["capabilities"])
+    return set(principal(book_of(world).store.read, row, task_id=task_id).attr["capabilities"])
 
 
 def test_a_handoff_cannot_hand_over_more_than_the_source_holds(pworld: World) -> None:

@@ -46,11 +46,11 @@ def team(pworld: World) -> World:
 @pytest.mark.parametrize(("name", "call"), WRITES, ids=[w[0] for w in WRITES])
 def test_a_write_without_authority_is_denied_audited_and_changes_nothing(
         team: World, name: str, call: Callable[[World], Any]) -> None:
-    before = team.store.read.counts_and_versions()
+    before = book_of(team).store.read.counts_and_versions()
     with pytest.raises(PolicyDenied) as denied:
         call(team)
     assert denied.value.policy_epoch == team.current_policy_epoch().epoch  # type: ignore[union-attr]
-    assert without_events(team.store.read.counts_and_versions()) == without_events(before)
+    assert without_events(book_of(team).store.read.counts_and_versions()) == without_events(before)
     audit = team.events(actor="gov", newest=True, limit=1)[0]
     assert (audit.event_type, audit.actor_id, audit.changes) == ("policy.denied", "mallory", [])
 
@@ -112,7 +112,7 @@ def test_allowed_actions_rejects_unknown_kinds(team: World) -> None:
 
 def test_the_gateway_refuses_a_write_decided_under_an_old_epoch(team: World) -> None:
     team.compare_and_set_state("alice", "k", 0, 1)
-    before = team.store.read.counts_and_versions()
+    before = book_of(team).store.read.counts_and_versions()
     stale = WriteRequest(op_id="op-stale", command="compare_and_set_state", request_hash="0" * 64,
                          actor_id="alice", event_id="evt_stale", event_type="state.set", subject_kind="state",
                          subject_id="k", created_at_us=1, result={}, policy_epoch="p-0000000000000000",
@@ -120,7 +120,7 @@ def test_the_gateway_refuses_a_write_decided_under_an_old_epoch(team: World) -> 
     with pytest.raises(PolicyEpochChanged) as err:
         book_of(team).store.decided_door().commit(stale)  # the agent-facing World's door to the gateway
     assert err.value.current == team.current_policy_epoch().epoch  # type: ignore[union-attr]
-    assert team.store.read.counts_and_versions() == before
+    assert book_of(team).store.read.counts_and_versions() == before
 
 
 def test_join_never_merges_permissions(team: World) -> None:

@@ -16,7 +16,7 @@ from engine.errors import PolicyDenied, PolicyUnavailable, VersionConflict
 from engine.policy.cerbos_adapter import CerbosPdp
 from engine.policy.pdp_process import ManagedPdp
 from engine.world import World
-from tests.conftest import add_agent, close_world, open_pdp_world
+from tests.conftest import add_agent, book_of, close_world, open_pdp_world
 
 
 @pytest.fixture
@@ -41,7 +41,7 @@ def fragile(own_pdp: ManagedPdp, tmp_path: Path) -> Iterator[World]:
 
 
 def _snapshot(world: World) -> dict[str, object]:
-    return world.store.read.counts_and_versions()
+    return book_of(world).store.read.counts_and_versions()
 
 
 def _write_once_the_pdp_answers(world: World) -> int:

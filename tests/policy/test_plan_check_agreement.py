@@ -124,11 +124,11 @@ def _build(world: World, spec: dict[str, Any]) -> None:
 def _agreement(world: World, agent: str, kind: str, action: str) -> tuple[set[str], set[str]]:
     table, _ = FACTORIES[kind]
     key = KEY[table]
-    plan = world.policy.plan(agent, kind, action)
+    plan = book_of(world).policy.plan(agent, kind, action)
     assert plan is not None
-    via_plan = {str(r[key]) for r in world.store.read.rows_allowed(kind, plan)}
-    rows = world.store.read.rows(table)
-    decisions = world.policy.decide(agent, [Check(kind, str(r[key]), action, r) for r in rows])
+    via_plan = {str(r[key]) for r in book_of(world).store.read.rows_allowed(kind, plan)}
+    rows = book_of(world).store.read.rows(table)
+    decisions = book_of(world).policy.decide(agent, [Check(kind, str(r[key]), action, r) for r in rows])
     via_checks = {str(r[key]) for r, d in zip(rows, decisions, strict=True) if d.allowed(action)}
     return via_plan, via_checks
 

@@ -57,7 +57,7 @@ def test_a_remembered_plan_always_equals_the_pdps_answer_now(pdp_client: CerbosP
             add_agent(world, "a", ["room.open"])
             add_agent(world, "b", ["memory.write"])
             rooms = [world.create_room("a", f"room {i}").room_id for i in range(2)]
-            policy = world.policy
+            policy = book_of(world).policy
             assert isinstance(policy, PdpAuthorizer)
             for step in [None, *steps]:
                 if step is not None:
@@ -73,7 +73,7 @@ def test_a_remembered_plan_always_equals_the_pdps_answer_now(pdp_client: CerbosP
 
 def test_the_memo_serves_repeats_and_misses_on_every_authority_or_epoch_change(pworld: World) -> None:
     add_agent(pworld, "b", ["memory.write"])
-    policy = pworld.policy
+    policy = book_of(pworld).policy
     assert isinstance(policy, PdpAuthorizer)
     memo = policy.plan_memo
     policy.plan("b", "memory", "read")

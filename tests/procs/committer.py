@@ -33,8 +33,8 @@ def main(argv: list[str]) -> int:
     book = open_world(url, policy=LocalScopeRules())
     world = book.world  # default DatabaseOptions: SQLite WAL, synchronous=NORMAL
     try:
-        info: dict[str, Any] = {"dialect": world.store.dialect}
-        if world.store.dialect == "sqlite":
+        info: dict[str, Any] = {"dialect": book.store.dialect}
+        if book.store.dialect == "sqlite":
             info.update(_sqlite_pragmas(book))
         emit(log_file, hello=True, **info)
         entry = world.get_state(key)

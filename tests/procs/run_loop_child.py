@@ -147,7 +147,7 @@ def run(argv: list[str]) -> int:
             emit(log, deadline=True)
             return 3
         emit(log, quiet=True, position=runner.loop.position if runner.loop else None,
-             last_seq=world.store.read.last_seq(), cycles=stats.cycles, rounds=stats.rounds,
+             last_seq=book.store.read.last_seq(), cycles=stats.cycles, rounds=stats.rounds,
              outcomes=dict(stats.outcomes), unavailable=stats.unavailable)
         return 0
     finally:

@@ -206,7 +206,7 @@ def seed_batch(world: World, rng: random.Random, trial: int) -> None:
 
 
 def open_wakes(world: World) -> int:
-    return len(world.store.read.rows("wakes", {"status": ["pending", "claimed"]}))
+    return len(book_of(world).store.read.rows("wakes", {"status": ["pending", "claimed"]}))
 
 
 def run_args(world_url: str, pdp: ManagedPdp, tmp: Path, log: Path, mode: str, seed: str) -> list[str]:
@@ -232,7 +232,7 @@ def kill_label(records: list[dict[str, Any]]) -> str:
 def check_world(world: World, replay: Replay, *, final: bool, where: str) -> dict[str, int]:
     """What must hold after any kill; with ``final``, also that all work is done. Returns a few counts."""
     book = book_of(world)
-    read = world.store.read
+    read = book.store.read
     assert book.rebuild_state(from_snapshot=False) == book.state_image(), where
     events = read.events(0)
     wakes = {w["wake_id"]: w for w in read.rows("wakes")}

@@ -44,7 +44,7 @@ def scenario(tmp: Path, pdp: CerbosPdp) -> list[dict[str, Any]]:
     world.append_event("a", "claim.asserted", {"term": "design", "claim": "a-claim", "value": "red"})
     runner.run_until_quiet(max_rounds=100, advance_clock=True)
     runner.close()
-    events = world.store.read.events(0)
+    events = book_of(world).store.read.events(0)
     close_world(world)
     return events
 

@@ -50,23 +50,23 @@ def test_several_edges_become_one_version(team: World) -> None:
 ])
 def test_a_transaction_that_breaks_an_invariant_changes_nothing(team: World, changes: list[dict[str, object]],
                                                                error: type[Exception]) -> None:
-    before = team.store.read.state_image()
+    before = book_of(team).store.read.state_image()
     with pytest.raises(error):
         team.change_topology("a", changes)
-    assert team.store.read.state_image() == before
+    assert book_of(team).store.read.state_image() == before
 
 
 def test_a_stale_version_or_a_denied_actor_changes_nothing(team: World) -> None:
     version = team.get_topology(actor="gov").version
     team.change_topology("a", [{"source_agent": "a", "target_agent": "b", "edge_type": "info"}])
-    _, before = team.store.read.state_image()
+    _, before = book_of(team).store.read.state_image()
     with pytest.raises(VersionConflict) as conflict:
         team.change_topology("b", [{"source_agent": "b", "target_agent": "c", "edge_type": "info"}],
                              expected_topology_version=version)
     assert conflict.value.current == version + 1
     with pytest.raises(PolicyDenied):
         team.change_topology("nobody", [{"source_agent": "b", "target_agent": "c", "edge_type": "info"}])
-    _, after = team.store.read.state_image()
+    _, after = book_of(team).store.read.state_image()
     assert after == before  # the denial is recorded in the log only
 
 
