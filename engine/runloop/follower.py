@@ -54,12 +54,11 @@ from engine.errors import (
 )
 from engine.models.topology import EdgeType
 from engine.runloop.world_facts import fact_changes
-from engine.world import Cause
+from engine.world import CONTROLLER_AGENT, Cause
 from engine.world.book import RuntimeBook
 from engine.world.controller_steps import ControllerStep, StepFact, StepWake
 from engine.world.topology import EdgeChange
 
-CONTROLLER_AGENT = "pmw-controller"
 CONTROLLER_CAPABILITIES = ("room.open", "state.write", "topology.write")
 # A conflict room the agents abandon is a zombie: closed once nobody is left, or after an idle hour.
 CONFLICT_ROOM_STOP = "members:0|idle:3600"

@@ -35,8 +35,27 @@ class World(ExecuteCalls, ChannelCalls, StateCalls, TaskCalls, ArtifactCalls, Me
             SubscriptionCalls, WorldCore):
     """One persistent shared world over one store, as agents see it: every call decided by the policy."""
 
-    #: the operation ids of RuntimeBook's writes: ``<wake>:decide``, ``ctl:<world>:<position>``, ``revoke-...``
-    reserved_op_ids = re.compile(r":decide$|^revoke-|^ctl:[^:]+:[0-9]+$")
+    def _op_id_refusal(self, actor: str, op_id: str) -> str | None:
+        """Operation ids are one namespace, and some name writes that are not the caller's to make: taking one
+        first would block that write or have the caller's result replayed as its. Refused: the runtime book's
+        own (``<wake>:decide``, ``revoke-...``); the controller's (``ctl:...``) unless the caller is the
+        controller's agent; a wake's effects and ack (``<wake>:<n>``, ``<wake>:ack``) unless the caller is
+        the wake's target agent or the worker holding its lease."""
+        if _RUNTIME_OPS.search(op_id):
+            return f"{op_id!r} is reserved for the runtime's own bookkeeping (recorded decisions, revocations)"
+        if op_id.startswith("ctl:") and actor != CONTROLLER_AGENT:
+            return f"{op_id!r} is reserved for the controller ({CONTROLLER_AGENT})"
+        if (m := _WAKE_OPS.match(op_id)) is not None:
+            wake = self._store.read.get("wakes", wake_id=m[1])
+            if wake is not None and actor not in (wake["target_agent"], wake["lease_owner"]):
+                return f"{op_id!r} names a write of wake {m[1]!r}: only its target or the worker holding it"
+        return None
 
 
-__all__ = ["AllowedActions", "Cause", "EventRef", "Invoked", "RevocationReport", "SnapshotRef", "World", "WorldView"]
+CONTROLLER_AGENT = "pmw-controller"  # the controller's own agent (engine.runloop.follower registers it)
+_RUNTIME_OPS = re.compile(r":decide$|^revoke-")
+_WAKE_OPS = re.compile(r"^(wak_[0-9A-Za-z]+):")
+
+
+__all__ = ["CONTROLLER_AGENT", "AllowedActions", "Cause", "EventRef", "Invoked", "RevocationReport", "SnapshotRef",
+           "World", "WorldView"]

@@ -18,22 +18,21 @@ decision it was taken under; the runtime's own bookkeeping goes through the runt
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from engine.errors import InvalidInput, NotFound, OperationConflict, PolicyDenied, VersionConflict
-from engine.models.common import Model
+from engine.models.common import Id, Model
 from engine.models.lifecycle import Lifecycle
 from engine.policy.enforcement import Authorizer, Check
 from engine.policy.model import PlanFilter
 from engine.sources import Clock, IdSource, RandomIds, SystemClock
-from engine.validation import build, check_id
+from engine.validation import check_id, invalid_from
 from store import STATE_TABLE_KEYS, Change, Door, Provenance, ReadOnlyStore, Store, Update, WriteRequest
 from store.plan_sql import UntranslatablePlan
 
@@ -43,9 +42,9 @@ R = TypeVar("R", bound=BaseModel)
 class Cause(Model):
     """Where a write comes from: the event that caused it and the chain (correlation) it belongs to."""
 
-    causation_id: str | None = None
-    correlation_id: str | None = None
-    parent_event_id: str | None = None
+    causation_id: Id | None = None
+    correlation_id: Id | None = None
+    parent_event_id: Id | None = None
 
 
 @dataclass
@@ -78,9 +77,6 @@ class WorldCore:
     """State shared by every group of World calls: the store (reads), the door its writes go through, the
     policy that decides them, the injected clock and id source."""
 
-    #: Operation ids this object refuses from its callers: those of the runtime's own bookkeeping (a caller who
-    #: took one first would block, or be replayed as, the runtime's write). ``None``: the runtime itself.
-    reserved_op_ids: re.Pattern[str] | None = None
 
     def __init__(self, store: Store | ReadOnlyStore, *, door: Door, policy: Authorizer, clock: Clock | None = None,
                  ids: IdSource | None = None, artifact_dir: Path | None = None,
@@ -88,10 +84,30 @@ class WorldCore:
         self._store = store
         self._door = door
         self._policy = policy
-        self.clock: Clock = clock or SystemClock()
-        self.ids: IdSource = ids or RandomIds()
-        self.artifact_dir = artifact_dir
+        self._clock: Clock = clock or SystemClock()
+        self._ids: IdSource = ids or RandomIds()
+        self._artifact_dir = artifact_dir
         self._denials = denials
+
+    @property
+    def clock(self) -> Clock:
+        """The world's clock (injected: simulations and tests replay exactly)."""
+        return self._clock
+
+    @property
+    def ids(self) -> IdSource:
+        """The world's id source (injected)."""
+        return self._ids
+
+    @property
+    def artifact_dir(self) -> Path | None:
+        """Where artifact content is kept (content-addressed)."""
+        return self._artifact_dir
+
+    def _op_id_refusal(self, actor: str, op_id: str) -> str | None:
+        """Why ``actor`` may not use ``op_id`` (``None``: it may). Operation ids are one namespace; the
+        agent-facing World refuses the ids of writes that are not the caller's (see ``World``)."""
+        return None
 
     # -- reads -------------------------------------------------------------------------------------
 
@@ -173,9 +189,6 @@ class WorldCore:
         if op_id is None:
             return None
         check_id("op_id", op_id)
-        if self.reserved_op_ids is not None and self.reserved_op_ids.search(op_id):
-            raise InvalidInput("op_id", f"{op_id!r} is reserved for the runtime's own bookkeeping "
-                               "(recorded decisions, controller steps, revocations)")
         stored = self._store.operation(op_id)
         if stored is None:
             return None
@@ -192,6 +205,8 @@ class WorldCore:
         and the gateway refuses an undecided write through any other door. ``caller``: who the request named
         as acting, when ``actor`` was derived from it (the operation's identity is the request as asked)."""
         check_id("actor", actor)
+        if op_id is not None and (refusal := self._op_id_refusal(actor, check_id("op_id", op_id))) is not None:
+            raise InvalidInput("op_id", refusal)
         identity = caller if caller is not None else actor
         digest = request_hash(command, identity, request)
         if (stored := self._replayed(command, identity, request, result_type, op_id)) is not None:
@@ -199,7 +214,7 @@ class WorldCore:
         now = self.clock.now_us()
         p = plan(now)
         epoch = self._authorize(actor, p.checks, command) if decided else None
-        cause = cause or Cause()
+        cause = self._checked_cause(cause)
         event_id = event_id or self.ids.new("evt")
         outcome = self._door.commit(WriteRequest(
             op_id=op_id or self.ids.new("op"), command=command, request_hash=digest, actor_id=actor,
@@ -244,10 +259,20 @@ class WorldCore:
         return plan, updated
 
     @staticmethod
-    def _cause(cause: Cause | dict[str, Any] | None) -> Cause | None:
-        if cause is None or isinstance(cause, Cause):
-            return cause
-        return build(Cause, **cause)
+    def _checked_cause(cause: object) -> Cause:
+        """The cause of a write, validated whatever the caller passed (a Cause built without validation, a
+        mapping, anything else): ``InvalidInput`` naming ``cause`` when it is not one."""
+        if cause is None:
+            return Cause()
+        if isinstance(cause, Cause):  # perhaps built without validation: its fields, read as they are
+            cause = {name: getattr(cause, name, None) for name in Cause.model_fields}
+        if not isinstance(cause, dict):
+            raise InvalidInput("cause", f"must be a Cause (causation_id, correlation_id, parent_event_id), "
+                                        f"not {type(cause).__name__}")
+        try:
+            return Cause.model_validate(cause)
+        except ValidationError as exc:
+            raise invalid_from(exc, "cause") from exc
 
 
 _POLICY_KIND = {"delivery": "message", "session": "agent"}

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
 from engine.commands import COMMANDS, Command
 from engine.errors import InvalidInput
+from engine.validation import invalid_from
 from engine.world.core import Cause, WorldCore
 
 
@@ -27,6 +30,7 @@ class ExecuteCalls(WorldCore):
         registered = COMMANDS.get(getattr(type(plain), "name", "")) if plain is not None else None
         if plain is None or registered is None or type(plain) is not registered:
             raise InvalidInput("command", f"{type(command).__name__} is not a registered command")
+        plain = _revalidated(registered, plain)  # an instance made without validation (model_construct) too
         kwargs = plain.arguments()
         kwargs[registered.actor_param] = actor
         if op_id is not None:
@@ -38,6 +42,15 @@ class ExecuteCalls(WorldCore):
                 raise InvalidInput("cause", f"{registered.name} takes no cause")
             kwargs[registered.cause_param] = cause
         return getattr(self, registered.name)(**kwargs)
+
+
+def _revalidated(registered: type[Command], command: Command) -> Command:
+    """``command`` validated again from its fields: what the caller built is never trusted as valid."""
+    try:
+        fields = {name: getattr(command, name) for name in registered.model_fields if hasattr(command, name)}
+        return registered.model_validate(fields)
+    except ValidationError as exc:
+        raise invalid_from(exc) from exc
 
 
 __all__ = ["ExecuteCalls"]

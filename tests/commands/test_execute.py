@@ -24,7 +24,7 @@ from engine.policy.cerbos_adapter import CerbosPdp
 from engine.protocol import adapters
 from engine.protocol.adapters import AgentDecision, CallableAdapter, RuleAgent
 from engine.protocol.worker import Worker
-from engine.world import World
+from engine.world import Cause, World
 from engine.world.projection import WorldView
 from tests.cli_support import Pdp, Pmw, assert_one_denial, counts, pdp_fixture
 from tests.commands.support import world_execute, world_kwargs
@@ -123,7 +123,7 @@ def test_only_registered_commands_get_through(pworld: World, world_execute: None
     with pytest.raises(InvalidInput):
         pworld.execute("alice", parse("take_snapshot", {}), cause=None, op_id="op-x")
     with pytest.raises(InvalidInput):
-        pworld.execute("alice", parse("close_stale_rooms", {}), cause=pworld._cause({"causation_id": "e1"}))
+        pworld.execute("alice", parse("close_stale_rooms", {}), cause=Cause(causation_id="e1"))
     assert len(_log(pworld)) == seen
     effect = adapters.SetState(key="k", expected_version=0, value=1)  # an effect runs as its command
     assert pworld.execute("alice", effect).key == "k"

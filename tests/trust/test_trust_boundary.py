@@ -136,7 +136,7 @@ def test_a_world_no_epoch_governs_accepts_undecided_writes_until_one_does(tmp_pa
         book.close()
 
 
-@pytest.mark.parametrize("op_id", ["wak_0123:decide", "ctl:main:12", "revoke-p-1-wak_1"])
+@pytest.mark.parametrize("op_id", ["wak_0123:decide", "ctl:main:12", "revoke-p-1-wak_1", "ctl:main:12:0"])
 def test_the_runtimes_operation_ids_are_refused_from_the_world(governed: World, op_id: str) -> None:
     """An agent who took a recorded decision's (or a controller step's) operation id first would block the
     runtime's write, or have its own result replayed as the runtime's: the World refuses those ids."""
@@ -148,4 +148,47 @@ def test_the_runtimes_operation_ids_are_refused_from_the_world(governed: World, 
         governed.append_event("alice", "note.taken", {"n": 1}, op_id=op_id)
     assert refused.value.field == "op_id"
     assert book.store.read.count("events") == before
-    governed.append_event("alice", "note.taken", {"n": 1}, op_id="ctl:main:12:0")  # a follow-up's form is not reserved
+
+
+def test_a_wakes_effect_and_ack_ids_are_refused_from_anyone_but_its_target_and_holder(governed: World) -> None:
+    """The worker's operation ids are ``<wake>:<n>`` (effects) and ``<wake>:ack``; an agent who took one first
+    would turn the target's effect into a conflict or crash the run at the ack."""
+    from engine.errors import InvalidInput
+
+    add_agent(governed, "boss", ["wake.enqueue"])
+    add_agent(governed, "mallory", ["state.write"])
+    wake = governed.enqueue_wake("boss", "alice", "look", "k-1").wake
+    book = book_of(governed)
+    before = book.store.read.count("events")
+    for op in (f"{wake.wake_id}:ack", f"{wake.wake_id}:0"):
+        with pytest.raises(InvalidInput) as refused:
+            governed.append_event("mallory", "note.taken", {}, op_id=op)
+        assert refused.value.field == "op_id"
+    assert book.store.read.count("events") == before
+    governed.append_event("alice", "note.taken", {}, op_id=f"{wake.wake_id}:0")  # its target may
+
+
+def test_the_controllers_operation_ids_are_refused_from_other_agents(governed: World) -> None:
+    from engine.errors import InvalidInput
+
+    with pytest.raises(InvalidInput):
+        governed.append_event("alice", "note.taken", {}, op_id="ctl:main:12:0.open")
+
+
+def test_a_cause_is_validated_whatever_the_caller_passes(governed: World) -> None:
+    from engine.errors import InvalidInput
+    from engine.world import Cause
+
+    before = book_of(governed).store.read.count("events")
+    for bad in ({"causation_id": {}}, "evt_1", Cause.model_construct(causation_id={"x": 1}),
+                Cause.model_construct(correlation_id="c" * 5_000_000)):
+        with pytest.raises(InvalidInput) as refused:
+            governed.compare_and_set_state("alice", "plan", 0, {"v": 1}, cause=bad)  # type: ignore[arg-type]
+        assert refused.value.field.startswith("cause")
+    assert book_of(governed).store.read.count("events") == before
+
+
+def test_the_worlds_clock_ids_and_artifact_dir_cannot_be_swapped(governed: World) -> None:
+    for name in ("clock", "ids", "artifact_dir"):
+        with pytest.raises(AttributeError):
+            setattr(governed, name, None)
