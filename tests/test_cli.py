@@ -551,8 +551,8 @@ READS = {"project", "demo", "agents list", "agents show", "agents sessions", "st
          "tasks list", "tasks show", "memory list", "memory show", "wakes list", "wakes show", "handoffs list",
          "handoffs show", "receipts list", "receipts show", "receipts for-wake", "events tail", "artifacts show",
          "artifacts versions", "artifacts get", "topology show", "allowed", "approvals show", "policy test",
-         "policy reload", "policy explain", "trace", "rules check", "rules shadow", "worker", "simulate",
-         "rooms show", "rooms members", "rooms discussion", "rooms answers", "commands"}
+         "policy reload", "policy explain", "policy history", "trace", "rules check", "rules shadow", "worker",
+         "simulate", "rooms show", "rooms members", "rooms discussion", "rooms answers", "commands"}
 # The World calls take no operation id (init: bootstrapping a governor is allowed once anyway).
 NO_OP_ID = {"init", "wakes claim", "snapshot", "rooms close-stale"}
 

@@ -37,7 +37,7 @@ from tests.cli_support import (
     setup_agents,
 )
 
-BIG_JSON = json.dumps({"blob": "x" * (65 * 1024)})  # > 64 KiB of canonical JSON
+BIG_JSON = json.dumps({"blob": ["x" * 1024] * 65})  # > 64 KiB of canonical JSON, every string within its limit
 BIG_TEXT = "y" * (65 * 1024)
 BAD_ID = "bad id!"
 DENIED = "policy_denied"
@@ -371,6 +371,8 @@ CASES: list[Case] = [
     Case("policy explain task t-open read", 2),
     Case("policy explain task ghost read --principal a1", 4, "ghost"),
     Case("policy explain task t-open read --principal ghost", 4, "ghost"),
+    Case("policy history --limit 0", 2),
+    Case("policy history --limit many", 2),
     # -- the run loop: worker, trace, rules
     Case("worker --agent bob --until-idle", 3, "--agent", actor=GOVERNOR),
     Case("worker --agent bob=nowhere.module:x --until-idle", 3, "--agent", actor=GOVERNOR),
@@ -408,6 +410,18 @@ CASES: list[Case] = [
     Case("rooms distill ghost 'a summary'", 2),
     Case("rooms close ghost", 4, "ghost"),
     Case("rooms close-stale", 3, "--as", actor=None),
+    Case("rooms invite ghost a2", 4, "ghost"),
+    Case("rooms invite ghost a2", 3, "--as", actor=None),
+    Case("rooms invite ghost", 2),
+    # -- the command registry: commands, exec
+    Case("commands ghost", 3, "ghost"),
+    Case("commands --schema", 3, "--schema"),
+    Case("exec ghost", 3, "ghost"),
+    Case("exec record_decision", 3, "record_decision"),
+    Case("exec create_task --json '[]'", 3, "--json"),
+    Case("exec create_task --json '{\"goal\": \"x\"}'", 3, "--as", actor=None),
+    Case("exec create_task --json '{\"goal\": \"x\"}'", 6, DENIED, actor="a5"),
+    Case("exec", 2),
     # -- simulate
     Case("simulate $missing_file", 2),
     Case("simulate $file", 3, "scenario_invalid"),
