@@ -2,42 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any, TypeVar
 
-from pydantic import Field
-
+from engine.commands.agents import (
+    ActivateSession,
+    DetachSession,
+    Grant,
+    RegisterAgent,
+    RelinquishSession,
+    UnregisterAgent,
+)
 from engine.errors import AlreadyExists, InvalidInput, TargetUnresolved, TerminalOwned
 from engine.models.agents import SESSION_LIFECYCLE, Agent, Presence, Registration, Session, Target
-from engine.models.common import Id, Model, Name, Payload
+from engine.models.common import Model
 from engine.policy.enforcement import Check
 from engine.validation import build, check_id, parse_enum
 from engine.world.core import Cause, Plan, WorldCore
 from store import Change, Insert, Update
 
-
-class RegisterAgent(Model):
-    agent_id: Id
-    display_name: Name
-    role_id: Id
-    term_key: Id
-    session_id: Id | None = None
-    model_hint: str | None = Field(default=None, max_length=200)
-    platform: Id | None = None
-    capability_profile: Payload | None = None  # None: new agents get {}, known agents keep theirs
-    permission_profile: Payload | None = None
-
-
-class Grant(Model):
-    agent_id: Id
-    capabilities: list[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_.:\-]{0,99}$")]] | None = Field(
-        default=None, max_length=256)
-    clearance: int | None = Field(default=None, ge=0, le=5)
-    role_id: Id | None = None
-
-
-class SessionChange(Model):
-    target: Target
-    action: str
+#: The command of each session transition (the command names the one session its target resolves to).
+_SESSION_COMMANDS: dict[str, type[ActivateSession | RelinquishSession | DetachSession]] = {
+    "activate": ActivateSession, "relinquish": RelinquishSession, "detach": DetachSession}
+_T = TypeVar("_T", bound=ActivateSession | RelinquishSession | DetachSession | UnregisterAgent)
 
 
 def presence_of(sessions: list[dict[str, Any]]) -> Presence:
@@ -115,7 +101,7 @@ class AgentCalls(WorldCore):
         req = build(Grant, agent_id=agent_id, capabilities=capabilities, clearance=clearance, role_id=role_id)
 
         def plan(now: int) -> Plan:
-            row = self._row("agents", "agent", agent_id, agent_id=agent_id)
+            row = self._row("agents", "agent", req.agent_id, agent_id=req.agent_id)
             caps = dict(row["capability_profile"])
             perms = dict(row["permission_profile"])
             if req.capabilities is not None:
@@ -127,10 +113,11 @@ class AgentCalls(WorldCore):
             if req.role_id is not None:
                 values["role_id"] = payload["role_id"] = req.role_id
             agent = Agent.model_validate({**row, **values, "version": row["version"] + 1})
-            return Plan("agent.granted", "agent", agent_id, agent,
-                        [Update("agents", {"agent_id": agent_id}, row["version"], values, "agent", agent_id)],
+            who = req.agent_id
+            return Plan("agent.granted", "agent", who, agent,
+                        [Update("agents", {"agent_id": who}, row["version"], values, "agent", who)],
                         payload=payload, base_version=row["version"], resulting_version=agent.version,
-                        checks=[Check("agent", agent_id, "grant", agent.model_dump(mode="json"))])
+                        checks=[Check("agent", who, "grant", agent.model_dump(mode="json"))])
         return self._write("grant", actor, req, plan, Agent, op_id=op_id, cause=cause)
 
     def resolve_target(self, target: Target | str) -> list[Session]:
@@ -167,8 +154,7 @@ class AgentCalls(WorldCore):
 
     def _session_transition(self, target: Target | str, action: str, actor: str | None,
                             op_id: str | None, cause: Cause | None) -> Session:
-        t = self._target(target)
-        req = SessionChange(target=t, action=action)
+        req, t = self._target_request(_SESSION_COMMANDS[action], target)
         caller = check_id("actor", actor) if actor is not None else ""
         if (done := self._replayed(f"session.{action}", caller, req, Session, op_id)) is not None:
             return done  # a retry: answered before the target (which the first attempt changed) is resolved
@@ -213,8 +199,7 @@ class AgentCalls(WorldCore):
                          cause: Cause | None = None) -> list[Session]:
         """Mark every session the target names offline (and its agents' presence). Identity, tasks,
         messages and memory stay."""
-        t = self._target(target)
-        req = SessionChange(target=t, action="unregister")
+        req, t = self._target_request(UnregisterAgent, target)
         caller = check_id("actor", actor) if actor is not None else ""
         if (done := self._replayed("unregister_agent", caller, req, _SessionList, op_id)) is not None:
             return done.sessions  # a retry: answered before the target is resolved again
@@ -257,6 +242,14 @@ class AgentCalls(WorldCore):
             where["role_id"] = check_id("role_id", role_id)
         return self._list(Agent, "agents", "agent", actor, where)
 
+    def _target_request(self, command: type[_T], target: Target | str) -> tuple[_T, Target]:
+        """``command`` validated on ``target`` as given, and the target it names; the command returned names
+        it canonically (``agent:ID``, ``term:KEY``, ``session:ID``), so one target is one request (one
+        operation identity) however it was written."""
+        given = build(command, target=str(target) if isinstance(target, Target) else target)
+        named = self._target(given.target)
+        return command(target=str(named)), named
+
     @staticmethod
     def _target(target: Target | str) -> Target:
         if isinstance(target, Target):
@@ -271,4 +264,4 @@ class _SessionList(Model):
     sessions: list[Session]
 
 
-__all__ = ["AgentCalls", "presence_of"]
+__all__ = ["AgentCalls", "RegisterAgent", "presence_of"]

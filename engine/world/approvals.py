@@ -9,29 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
-
+from engine.commands.approvals import Approve, RequestApproval
 from engine.errors import ApprovalInvalid
 from engine.models.approvals import APPROVAL_LIFECYCLE, Approval, ApprovalStatus
-from engine.models.common import Id, Model, Payload
 from engine.policy.enforcement import Check
 from engine.validation import build
 from engine.world.core import Cause, Plan, WorldCore, request_hash_of
 from store import Insert, Update
-
-MAX_APPROVAL_TTL_S = 7 * 86400
-
-
-class RequestApproval(Model):
-    kind: str = Field(min_length=1, max_length=50)
-    object_id: str = Field(min_length=1, max_length=300)
-    action: str = Field(default="invoke", min_length=1, max_length=50)
-    payload: Payload = Field(default_factory=dict)
-
-
-class Approve(Model):
-    approval_id: Id
-    ttl_seconds: float = Field(gt=0, le=MAX_APPROVAL_TTL_S)
 
 
 def action_hash(kind: str, object_id: str, action: str, payload: dict[str, Any]) -> str:
@@ -49,7 +33,7 @@ class ApprovalCalls(WorldCore):
             aid = self.ids.new("apr")
             approval = Approval(approval_id=aid, requested_by=actor, kind=req.kind, object_id=req.object_id,
                                 action=req.action, side_effect="S3", status=ApprovalStatus.PENDING,
-                                action_hash=action_hash(req.kind, req.object_id, req.action, req.payload),
+                                action_hash=action_hash(req.kind, req.object_id, req.action, req.payload or {}),
                                 created_at_us=now, updated_at_us=now, version=1)
             row = approval.model_dump(mode="json")
             return Plan("approval.requested", "approval", aid, approval, [Insert("approvals", row, "approval", aid)],
@@ -64,7 +48,7 @@ class ApprovalCalls(WorldCore):
 
         def plan(now: int) -> Plan:
             epoch = self._current_epoch_name()
-            p, _ = self._transition(Approval, "approvals", "approval", approval_id, APPROVAL_LIFECYCLE, "approve",
+            p, _ = self._transition(Approval, "approvals", "approval", req.approval_id, APPROVAL_LIFECYCLE, "approve",
                                     now, values={"approver": actor, "policy_epoch": epoch,
                                                  "expires_at_us": now + round(req.ttl_seconds * 1_000_000)},
                                     side_effect="S3")

@@ -19,36 +19,18 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field
-
+from engine.commands.artifacts import MAX_ARTIFACT_BYTES, NewArtifactVersion, RegisterArtifact
 from engine.errors import ArtifactCorrupted, ArtifactUnwritable, InvalidInput, NotPermitted
 from engine.models.artifacts import Artifact, ArtifactContent, ArtifactStatus, ArtifactVersion
-from engine.models.common import Id, Model
 from engine.policy.enforcement import Check
 from engine.validation import build, check_id
 from engine.world.core import Cause, Plan, WorldCore
 from store import Insert, Update
 
-MAX_ARTIFACT_BYTES = 64 * 1024 * 1024
 STAGING_DIR = ".staging"
-
-
-class RegisterArtifact(Model):
-    artifact_type: Id
-    checksum: str = Field(pattern=r"^[0-9a-f]{64}$")
-    size: int = Field(ge=0, le=MAX_ARTIFACT_BYTES)
-    artifact_id: Id | None = None
-    task_id: Id | None = None
-    expected_version: int | None = Field(default=None, ge=1)
-
-
-class NewArtifactVersion(Model):
-    artifact_id: Id
-    checksum: str = Field(pattern=r"^[0-9a-f]{64}$")
-    size: int = Field(ge=0, le=MAX_ARTIFACT_BYTES)
-    expected_version: int | None = Field(default=None, ge=1)
+_C = TypeVar("_C", RegisterArtifact, NewArtifactVersion)
 
 
 def content_location(digest: str) -> str:
@@ -74,9 +56,8 @@ class ArtifactCalls(WorldCore):
                           cause: Cause | None = None) -> Artifact:
         """Register new content as version 1 of a new artifact owned by ``actor`` (nothing reaches disk
         unless the policy allows it)."""
-        self._check_bytes(content)
-        req = build(RegisterArtifact, artifact_type=artifact_type, checksum=hashlib.sha256(content).hexdigest(),
-                    size=len(content), artifact_id=artifact_id, task_id=task_id)
+        req, digest = self._content_request(RegisterArtifact, content, artifact_type=artifact_type,
+                                            artifact_id=artifact_id, task_id=task_id)
 
         def plan(now: int) -> Plan:
             self._content_root()
@@ -84,14 +65,14 @@ class ArtifactCalls(WorldCore):
                 self._row("tasks", "task", req.task_id, task_id=req.task_id)
             aid = req.artifact_id or self.ids.new("art")
             art = Artifact(artifact_id=aid, artifact_type=req.artifact_type, owner=actor, created_by=actor,
-                           task_id=req.task_id, status=ArtifactStatus.ACTIVE, checksum=req.checksum,
-                           size=req.size, location=content_location(req.checksum), created_at_us=now,
+                           task_id=req.task_id, status=ArtifactStatus.ACTIVE, checksum=digest,
+                           size=len(content), location=content_location(digest), created_at_us=now,
                            updated_at_us=now, version=1)
             ver = self._version_row(art, actor, now)
             return Plan("artifact.committed", "artifact", aid, art,
                         checks=[Check("artifact", aid, "create", art.model_dump(mode="json"))],
                         changes=[Insert("artifacts", art.model_dump(mode="json"), "artifact", aid), ver],
-                        payload={"version": 1, "checksum": req.checksum},
+                        payload={"version": 1, "checksum": digest},
                         provenance=[("task", req.task_id, "artifact", aid, "produced_for")] if req.task_id else (),
                         resulting_version=1)
         return self._write_with_content("register_artifact", actor, req, plan, content, op_id, cause)
@@ -101,33 +82,44 @@ class ArtifactCalls(WorldCore):
                              cause: Cause | None = None) -> Artifact:
         """Commit new content as the next version (compare-and-set on ``expected_version`` if given; nothing
         reaches disk unless the policy allows it, and a lost race leaves nothing behind)."""
-        self._check_bytes(content)
-        req = build(NewArtifactVersion, artifact_id=artifact_id, checksum=hashlib.sha256(content).hexdigest(),
-                    size=len(content), expected_version=expected_version)
+        req, digest = self._content_request(NewArtifactVersion, content, artifact_id=artifact_id,
+                                            expected_version=expected_version)
 
         def plan(now: int) -> Plan:
             self._content_root()
-            row = self._row("artifacts", "artifact", artifact_id, artifact_id=artifact_id)
+            aid = req.artifact_id
+            row = self._row("artifacts", "artifact", aid, artifact_id=aid)
             art = Artifact.model_validate(row)
             check_artifact_rules(actor, "version", art)
             base = req.expected_version or art.version
-            location = content_location(req.checksum)
-            new = art.model_copy(update={"checksum": req.checksum, "size": req.size, "location": location,
+            location = content_location(digest)
+            new = art.model_copy(update={"checksum": digest, "size": len(content), "location": location,
                                          "updated_at_us": now, "version": base + 1})
-            values = {"checksum": req.checksum, "size": req.size, "location": location, "updated_at_us": now}
-            return Plan("artifact.committed", "artifact", artifact_id, new,
-                        checks=[Check("artifact", artifact_id, "version", row)],
-                        changes=[Update("artifacts", {"artifact_id": artifact_id}, base, values, "artifact",
-                                        artifact_id), self._version_row(new, actor, now)],
-                        payload={"version": base + 1, "checksum": req.checksum},
-                        provenance=[("artifact", f"{artifact_id}@{base}", "artifact", f"{artifact_id}@{base + 1}",
-                                     "revised_by")], base_version=base, resulting_version=base + 1)
+            values = {"checksum": digest, "size": len(content), "location": location, "updated_at_us": now}
+            return Plan("artifact.committed", "artifact", aid, new,
+                        checks=[Check("artifact", aid, "version", row)],
+                        changes=[Update("artifacts", {"artifact_id": aid}, base, values, "artifact", aid),
+                                 self._version_row(new, actor, now)],
+                        payload={"version": base + 1, "checksum": digest},
+                        provenance=[("artifact", f"{aid}@{base}", "artifact", f"{aid}@{base + 1}", "revised_by")],
+                        base_version=base, resulting_version=base + 1)
         return self._write_with_content("new_artifact_version", actor, req, plan, content, op_id, cause)
+
+    def _content_request(self, command: type[_C], content: bytes, **fields: Any) -> tuple[_C, str]:
+        """``command`` validated on ``fields``, and the sha256 of ``content`` (any bytes, at most
+        ``MAX_ARTIFACT_BYTES``: the named call takes binary content, which the command, carrying UTF-8 text,
+        does not). The command returned holds ``sha256:<digest>`` as its content: the request's identity
+        (what a retried operation id must match) names the content by its digest, never its bytes."""
+        self._check_bytes(content)
+        req = build(command, content=b"", **fields)
+        digest = hashlib.sha256(content).hexdigest()
+        return req.model_copy(update={"content": f"sha256:{digest}".encode()}), digest
 
     # -- plan, decide, stage, commit, promote ---------------------------------------------------------
 
-    def _write_with_content(self, command: str, actor: str, req: BaseModel, plan: Callable[[int], Plan],
-                            content: bytes, op_id: str | None, cause: Cause | None) -> Artifact:
+    def _write_with_content(self, command: str, actor: str, req: RegisterArtifact | NewArtifactVersion,
+                            plan: Callable[[int], Plan], content: bytes, op_id: str | None,
+                            cause: Cause | None) -> Artifact:
         """The artifact write path: a known ``op_id`` is answered from the ledger (nothing planned, decided
         or staged); else the plan is built once (reads only), decided, the bytes staged, the plan committed
         through ``_write`` and the staged file promoted. Any failure after staging removes the staged file."""

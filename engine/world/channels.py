@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.commands.messages import AckMessage, ClaimMessage, SendMessage
 from engine.errors import NotPermitted, TargetUnresolved
 from engine.models.agents import Agent, Target
 from engine.models.channels import (
@@ -17,10 +18,9 @@ from engine.models.channels import (
     DeliveryStatus,
     Inbox,
     Message,
-    MessageBody,
     RecipientKind,
 )
-from engine.models.common import Id, Model
+from engine.models.common import Model
 from engine.policy.enforcement import Check
 from engine.validation import build, check_id
 from engine.world.agents import AgentCalls
@@ -28,14 +28,6 @@ from engine.world.core import Cause, Plan, WorldCore
 from store import Change, Insert
 
 MAX_FANOUT = 10_000
-
-
-SendMessage = MessageBody
-
-
-class DeliveryAction(Model):
-    delivery_id: Id
-    action: str
 
 
 class Sent(Model):
@@ -111,15 +103,15 @@ class ChannelCalls(AgentCalls):
     def claim_message(self, actor: str, delivery_id: str, *, op_id: str | None = None,
                       cause: Cause | None = None) -> Delivery:
         """Take a delivery. For ``any`` and pools the first claim wins; others get a conflict."""
-        return self._delivery_action("claim", actor, delivery_id, op_id, cause)
+        return self._delivery_action("claim", actor, build(ClaimMessage, delivery_id=delivery_id), op_id, cause)
 
     def ack_message(self, actor: str, delivery_id: str, *, op_id: str | None = None,
                     cause: Cause | None = None) -> Delivery:
-        return self._delivery_action("ack", actor, delivery_id, op_id, cause)
+        return self._delivery_action("ack", actor, build(AckMessage, delivery_id=delivery_id), op_id, cause)
 
-    def _delivery_action(self, action: str, actor: str, delivery_id: str, op_id: str | None,
+    def _delivery_action(self, action: str, actor: str, req: ClaimMessage | AckMessage, op_id: str | None,
                          cause: Cause | None) -> Delivery:
-        req = build(DeliveryAction, delivery_id=delivery_id, action=action)
+        delivery_id = req.delivery_id
 
         def plan(now: int) -> Plan:
             values = {"claimed_by": actor} if action == "claim" else {}

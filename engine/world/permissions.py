@@ -18,11 +18,12 @@ from typing import Any, TypeVar
 
 from pydantic import Field
 
+from engine.commands.approvals import Invoke
 from engine.errors import AlreadyExists, IllegalTransition, InvalidInput, NotFound, NotPermitted, PMWError
 from engine.models.approvals import APPROVAL_LIFECYCLE
 from engine.models.artifacts import Artifact
 from engine.models.channels import DELIVERY_LIFECYCLE, Delivery
-from engine.models.common import Id, Model, Payload
+from engine.models.common import Model
 from engine.models.handoffs import HANDOFF_LIFECYCLE, Handoff
 from engine.models.lifecycle import Lifecycle, Refusal, refusal_of
 from engine.models.memory import MEMORY_LIFECYCLE, Memory
@@ -171,14 +172,6 @@ WORLD_RULES: Mapping[str, KindRules] = {
 }
 
 
-class Invocation(Model):
-    kind: str
-    id: str = Field(min_length=1, max_length=300)
-    side_effect: str = Field(default="S0", pattern=r"^S[0-3]$")
-    payload: Payload = Field(default_factory=dict)
-    approval_id: Id | None = None
-
-
 class Invoked(Model):
     """A permitted use of a capability, recorded in the log; ``policy_epoch`` names the deciding policy."""
 
@@ -307,21 +300,18 @@ class PermissionCalls(ApprovalCalls):
                cause: Cause | None = None) -> Invoked:
         """Ask the PDP before using a capability (a tool, or memory/state/artifact as an input) and record
         the use. ``S3`` needs an approval bound to exactly this invocation (see ``approvals``)."""
-        req = build(Invocation, kind=kind, id=ident, side_effect=side_effect, payload=payload or {},
-                    approval_id=approval_id)
-        if "invoke" not in ACTIONS.get(req.kind, {}):
-            raise InvalidInput("kind", f"{req.kind!r} cannot be invoked; one of: "
-                               f"{', '.join(k for k, a in ACTIONS.items() if 'invoke' in a)}")
+        req = build(Invoke, kind=kind, ident=ident, side_effect=side_effect, payload=payload or {},
+                    approval_id=approval_id)  # kind: one of the kinds with an invoke action (INVOKABLE_KINDS)
 
         def plan(now: int) -> Plan:
-            row = self._object_row(req.kind, req.id)
-            extra = [self._spend_approval(actor, req.approval_id, req.kind, req.id, req.payload, now)
+            row = self._object_row(req.kind, req.ident)
+            extra = [self._spend_approval(actor, req.approval_id, req.kind, req.ident, req.payload or {}, now)
                      ] if req.side_effect == "S3" else []
-            result = Invoked(kind=req.kind, id=req.id, side_effect=req.side_effect, policy_epoch=None,
+            result = Invoked(kind=req.kind, id=req.ident, side_effect=req.side_effect, policy_epoch=None,
                              approval_id=req.approval_id)
-            return Plan("capability.invoked", req.kind, req.id, result, extra,
+            return Plan("capability.invoked", req.kind, req.ident, result, extra,
                         payload={"side_effect": req.side_effect, "approval_id": req.approval_id},
-                        checks=[Check(req.kind, req.id, "invoke", row, req.side_effect)])
+                        checks=[Check(req.kind, req.ident, "invoke", row, req.side_effect)])
         done = self._write("invoke", actor, req, plan, Invoked, op_id=op_id, cause=cause)
         return done.model_copy(update={"policy_epoch": self._current_epoch_name()})
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from engine.commands.state import TakeSnapshot
 from engine.fold import StateImage, fold
 from engine.models.common import Id, Model, TimeUs
 from engine.policy.enforcement import Check
-from engine.validation import check_id
+from engine.validation import build, check_id
 from engine.world.core import Plan, WorldCore
 from store import Insert
 
@@ -16,14 +17,11 @@ class SnapshotRef(Model):
     created_at_us: TimeUs
 
 
-class _TakeSnapshot(Model):
-    at_seq: int
-
-
 class SnapshotCalls(WorldCore):
     def take_snapshot(self, actor: str) -> SnapshotRef:
         """Record the state image as of the current log position (read in one consistent view)."""
         check_id("actor", actor)
+        req = build(TakeSnapshot)
         seq, image = self._store.read.state_image()
         sid = self.ids.new("snap")
 
@@ -33,8 +31,7 @@ class SnapshotCalls(WorldCore):
             return Plan("snapshot.taken", "snapshot", sid, ref, [Insert("snapshots", row, "snapshot", sid)],
                         checks=[Check("state", "snapshot", "write")],
                         payload={"at_seq": seq})
-        return self._write("take_snapshot", actor, _TakeSnapshot(at_seq=seq), plan, SnapshotRef, op_id=None,
-                           cause=None)
+        return self._write("take_snapshot", actor, req, plan, SnapshotRef, op_id=None, cause=None)
 
 
 

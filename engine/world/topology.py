@@ -6,45 +6,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
+from engine.commands.topology import ChangeTopology, EdgeChange, SetTopologyEdge
 from engine.errors import AlreadyExists, InvalidInput, VersionConflict
-from engine.models.common import Id, Model
-from engine.models.topology import EdgeType, Topology, TopologyEdge
+from engine.models.common import Model
+from engine.models.topology import Topology, TopologyEdge
 from engine.policy.enforcement import Check
 from engine.validation import build
 from engine.world.core import Cause, Plan, WorldCore
 from store import Change, Insert, Update
 
 R = TypeVar("R", bound=BaseModel)
-
-
-class SetEdge(Model):
-    source_agent: Id
-    target_agent: Id
-    edge_type: EdgeType
-    scope: str = Field(default="", max_length=200)
-    weight: float = Field(default=1.0, ge=0.0, le=1_000_000.0)
-    active: bool = True
-    expected_topology_version: int | None = Field(default=None, ge=0)
-    reason: str = Field(default="", max_length=500)
-
-
-class EdgeChange(Model):
-    source_agent: Id
-    target_agent: Id
-    edge_type: EdgeType
-    scope: str = Field(default="", max_length=200)
-    weight: float = Field(default=1.0, ge=0.0, le=1_000_000.0)
-    active: bool = True
-
-
-class TopologyChange(Model):
-    """A topology transaction: several edge changes that become one new topology version, or none."""
-
-    changes: list[EdgeChange] = Field(min_length=1, max_length=500)
-    expected_topology_version: int | None = Field(default=None, ge=0)
-    reason: str = Field(default="", max_length=500)
 
 
 class TopologyCommit(Model):
@@ -61,12 +34,12 @@ class TopologyCalls(WorldCore):
         changed twice, both ends registered agents that are not unregistered, and deactivating only an
         edge that exists. With ``expected_topology_version`` the transaction applies only on that version
         (else ``VersionConflict`` with the current one)."""
-        req = build(TopologyChange, changes=[c.model_dump() if isinstance(c, EdgeChange) else c for c in changes],
+        req = build(ChangeTopology, changes=[c.model_dump() if isinstance(c, EdgeChange) else c for c in changes],
                     expected_topology_version=expected_topology_version, reason=reason)
         return self._topology_write("change_topology", actor, req, lambda now: self._plan_topology(actor, req, now),
                                     TopologyCommit, op_id, cause)
 
-    def _plan_topology(self, actor: str, req: TopologyChange, now: int) -> Plan:
+    def _plan_topology(self, actor: str, req: ChangeTopology, now: int) -> Plan:
         current = self._store.read.topology_version()
         if req.expected_topology_version is not None and req.expected_topology_version != current:
             raise VersionConflict("topology", "world", req.expected_topology_version, current)
@@ -109,7 +82,7 @@ class TopologyCalls(WorldCore):
                           op_id: str | None = None, cause: Cause | None = None) -> TopologyEdge:
         """Add, change or deactivate one edge, as a new topology version. With
         ``expected_topology_version`` the change applies only on that version (else ``VersionConflict``)."""
-        req = build(SetEdge, source_agent=source_agent, target_agent=target_agent, edge_type=edge_type,
+        req = build(SetTopologyEdge, source_agent=source_agent, target_agent=target_agent, edge_type=edge_type,
                     scope=scope, weight=weight, active=active,
                     expected_topology_version=expected_topology_version, reason=reason)
         return self._topology_write("set_topology_edge", actor, req, lambda now: self._plan_edge(actor, req, now),
@@ -127,7 +100,7 @@ class TopologyCalls(WorldCore):
             current = self._store.read.topology_version()
             raise VersionConflict("topology", "world", current - 1, current) from exc
 
-    def _plan_edge(self, actor: str, req: SetEdge, now: int) -> Plan:
+    def _plan_edge(self, actor: str, req: SetTopologyEdge, now: int) -> Plan:
         for agent in (req.source_agent, req.target_agent):
             self._row("agents", "agent", agent, agent_id=agent)
         current = self._store.read.topology_version()
@@ -157,3 +130,6 @@ class TopologyCalls(WorldCore):
         where = {} if include_inactive else {"active": True}
         edges = [TopologyEdge.model_validate(r) for r in self._store.read.rows("topology_edges", where)]
         return Topology(version=self._store.read.topology_version(), edges=edges)
+
+
+__all__ = ["EdgeChange", "TopologyCalls", "TopologyCommit"]
