@@ -6,14 +6,11 @@ in the same transaction (the task id stays; the task outlives its executor).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from pydantic import Field
-
+from engine.commands.handoffs import AcceptHandoff, CompleteHandoff, CreateHandoff, RejectHandoff
 from engine.errors import InvalidInput, NotPermitted
-from engine.models.common import Id, Model, Payload
-from engine.models.handoffs import HANDOFF_LIFECYCLE, Handoff, HandoffPacket, HandoffStatus
+from engine.models.handoffs import HANDOFF_LIFECYCLE, Handoff, HandoffStatus
 from engine.models.tasks import TASK_LIFECYCLE, Task
 from engine.policy.attributes import capabilities_of, delegations
 from engine.policy.enforcement import Check
@@ -21,23 +18,23 @@ from engine.validation import build, check_id, parse_enum
 from engine.world.core import Cause, Plan, WorldCore
 from store import Insert, Update
 
-CreateHandoff = HandoffPacket
-
-
-class HandoffAction(Model):
-    handoff_id: Id
-    action: str
-    result: Payload | None = None
-    reason: str | None = Field(default=None, max_length=4000)
-
 
 class HandoffCalls(WorldCore):
-    def create_handoff(self, actor: str, target_agent: str, task_id: str, goal: str, **packet: Any) -> Handoff:
-        """Offer ``task_id`` to ``target_agent``. The source (``actor``) must hold the task (its assignee,
-        or its owner while nobody holds it). ``packet``: current_state_ref, evidence_refs, artifact_refs,
-        constraints, authority_scope, expected_output, return_route; plus ``op_id`` and ``cause``."""
-        op_id, cause = packet.pop("op_id", None), packet.pop("cause", None)
-        req = build(CreateHandoff, target_agent=target_agent, task_id=task_id, goal=goal, **packet)
+    def create_handoff(self, actor: str, target_agent: str, task_id: str, goal: str, *,
+                       current_state_ref: str | None = None,
+                       evidence_refs: list[str] = [],  # noqa: B006 - never mutated: validated into a copy
+                       artifact_refs: list[str] = [],  # noqa: B006
+                       constraints: dict[str, Any] = {},  # noqa: B006
+                       authority_scope: dict[str, Any] = {},  # noqa: B006
+                       expected_output: str | None = None, return_route: str | None = None,
+                       op_id: str | None = None, cause: Cause | None = None) -> Handoff:
+        """Offer ``task_id`` to ``target_agent`` with a packet of pointers and a delta, never a transcript.
+        The source (``actor``) must hold the task (its assignee, or its owner while nobody holds it).
+        ``authority_scope.capabilities``: what is handed over, a subset of the source's own (default: all)."""
+        req = build(CreateHandoff, target_agent=target_agent, task_id=task_id, goal=goal,
+                    current_state_ref=current_state_ref, evidence_refs=evidence_refs, artifact_refs=artifact_refs,
+                    constraints=constraints, authority_scope=authority_scope, expected_output=expected_output,
+                    return_route=return_route)
         return self._write("create_handoff", actor, req, lambda now: self._plan_create_handoff(actor, req, now),
                            Handoff, op_id=op_id, cause=cause)
 
@@ -84,35 +81,35 @@ class HandoffCalls(WorldCore):
     def accept_handoff(self, actor: str, handoff_id: str, *, op_id: str | None = None,
                        cause: Cause | None = None) -> Handoff:
         """The target accepts: the handoff is ACCEPTED and the task is now claimed by the target."""
+        req = build(AcceptHandoff, handoff_id=handoff_id)
+
         def plan(now: int) -> Plan:
-            h = self._load(Handoff, "handoffs", "handoff", handoff_id, handoff_id=handoff_id)
+            h = self._load(Handoff, "handoffs", "handoff", req.handoff_id, handoff_id=req.handoff_id)
             task = self._load(Task, "tasks", "task", h.task_id, task_id=h.task_id)
             move = Update("tasks", {"task_id": task.task_id}, task.version,
                           {"status": "claimed", "assignee": actor, "updated_at_us": now}, "task", task.task_id)
             return self._handoff_plan(h, actor, "accept", now, extra=[move], task=task)
-        return self._handoff_write("accept", actor, handoff_id, plan, op_id, cause)
+        return self._write("accept_handoff", actor, req, plan, Handoff, op_id=op_id, cause=cause)
 
     def complete_handoff(self, actor: str, handoff_id: str, result: dict[str, Any] | None = None, *,
                          op_id: str | None = None, cause: Cause | None = None) -> Handoff:
         """The target reports the expected output back (to ``return_route``)."""
+        req = build(CompleteHandoff, handoff_id=handoff_id, result=result or {})
+
         def plan(now: int) -> Plan:
-            h = self._load(Handoff, "handoffs", "handoff", handoff_id, handoff_id=handoff_id)
-            return self._handoff_plan(h, actor, "complete", now, values={"result": result or {}})
-        return self._handoff_write("complete", actor, handoff_id, plan, op_id, cause, result=result or {})
+            h = self._load(Handoff, "handoffs", "handoff", req.handoff_id, handoff_id=req.handoff_id)
+            return self._handoff_plan(h, actor, "complete", now, values={"result": req.result})
+        return self._write("complete_handoff", actor, req, plan, Handoff, op_id=op_id, cause=cause)
 
     def reject_handoff(self, actor: str, handoff_id: str, reason: str, *, op_id: str | None = None,
                        cause: Cause | None = None) -> Handoff:
         """The target declines; the task stays with the source."""
-        def plan(now: int) -> Plan:
-            h = self._load(Handoff, "handoffs", "handoff", handoff_id, handoff_id=handoff_id)
-            return self._handoff_plan(h, actor, "reject", now, values={"reason": reason})
-        return self._handoff_write("reject", actor, handoff_id, plan, op_id, cause, reason=reason)
+        req = build(RejectHandoff, handoff_id=handoff_id, reason=reason)
 
-    def _handoff_write(self, action: str, actor: str, handoff_id: str, plan: Callable[[int], Plan],
-                       op_id: str | None,
-                       cause: Cause | None, **fields: Any) -> Handoff:
-        req = build(HandoffAction, handoff_id=handoff_id, action=action, **fields)
-        return self._write(f"{action}_handoff", actor, req, plan, Handoff, op_id=op_id, cause=cause)
+        def plan(now: int) -> Plan:
+            h = self._load(Handoff, "handoffs", "handoff", req.handoff_id, handoff_id=req.handoff_id)
+            return self._handoff_plan(h, actor, "reject", now, values={"reason": req.reason})
+        return self._write("reject_handoff", actor, req, plan, Handoff, op_id=op_id, cause=cause)
 
     def _handoff_plan(self, h: Handoff, actor: str, action: str, now: int, *,
                       values: dict[str, Any] | None = None, extra: list[Update] | None = None,

@@ -15,13 +15,23 @@ the content is returned.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field
-
+from engine.commands.memory import (
+    ArchiveMemory,
+    PromoteMemory,
+    ProposeMemory,
+    RejectMemory,
+    ReopenMemory,
+    ReviewMemory,
+    RevokeMemory,
+    StoreMemory,
+    SupersedeMemory,
+)
+from engine.commands.memory import BreakGlassRead as BreakGlassCommand
 from engine.errors import InvalidInput, NotPermitted
-from engine.models.common import Confidence, Id, Model, Payload, Refs, Text, TimeUs
-from engine.models.memory import MEMORY_LIFECYCLE, EpistemicType, Memory, MemoryScope, MemoryStatus
+from engine.models.common import Id, Model, TimeUs
+from engine.models.memory import MEMORY_LIFECYCLE, Memory, MemoryScope, MemoryStatus
 from engine.policy.enforcement import Check
 from engine.validation import build, check_id
 from engine.world.core import Cause, Plan, WorldCore
@@ -32,31 +42,9 @@ MAX_REVOKE_CASCADE = 1000
 SEALED_MARK = "sealed"
 
 
-class StoreMemory(Model):
-    content: Text
-    epistemic_type: EpistemicType
-    scope: MemoryScope = MemoryScope.PRIVATE
-    room_id: Id | None = None
-    confidence: Confidence = 0.5
-    source_refs: Refs = Field(default_factory=list)
-    permission_scope: Payload = Field(default_factory=dict)
-    valid_to_us: TimeUs | None = None
-    ttl_seconds: int | None = Field(default=None, ge=1, le=10 * 365 * 86400)
-    memory_id: Id | None = None
-
-
-class MemoryAction(Model):
-    memory_id: Id
-    action: str
-    other: Id | None = None
-    expected_version: int | None = Field(default=None, ge=1)
-    reason: str | None = Field(default=None, max_length=4000)
-
-
-class BreakGlass(Model):
-    kind: Literal["memory", "room_answer"]
-    id: str = Field(min_length=1, max_length=300)
-    reason: str = Field(min_length=1, max_length=4000)
+#: The memory lifecycle commands (each names one memory and, optionally, the version its caller saw).
+_Transition = (ProposeMemory | ReviewMemory | PromoteMemory | RejectMemory | ArchiveMemory | ReopenMemory
+               | SupersedeMemory | RevokeMemory)
 
 
 class BreakGlassRecord(Model):
@@ -87,13 +75,11 @@ class MemoryCalls(WorldCore):
                      ttl_seconds: int | None = None, memory_id: str | None = None, op_id: str | None = None,
                      cause: Cause | None = None) -> Memory:
         """Write private memory (or room memory, as an active member of ``room_id``)."""
+        if scope in (MemoryScope.SHARED.value, MemoryScope.ARCHIVE.value):
+            raise InvalidInput("scope", "shared memory comes only from review (propose, then promote)")
         req = build(StoreMemory, content=content, epistemic_type=epistemic_type, scope=scope, room_id=room_id,
                     confidence=confidence, source_refs=source_refs or [], permission_scope=permission_scope or {},
                     valid_to_us=valid_to_us, ttl_seconds=ttl_seconds, memory_id=memory_id)
-        if req.scope in (MemoryScope.SHARED, MemoryScope.ARCHIVE):
-            raise InvalidInput("scope", "shared memory comes only from review (propose, then promote)")
-        if (req.scope is MemoryScope.ROOM) != (req.room_id is not None):
-            raise InvalidInput("room_id", "room memory needs a room_id, and only room memory has one")
         return self._write("store_memory", actor, req, lambda now: self._plan_store(actor, req, now), Memory,
                            op_id=op_id, cause=cause)
 
@@ -101,17 +87,18 @@ class MemoryCalls(WorldCore):
         if req.room_id is not None:
             self._require_member(actor, req.room_id, "store memory in")
         mid = req.memory_id or self.ids.new("mem")
-        mem = Memory(memory_id=mid, scope=req.scope, owner=actor, room_id=req.room_id,
-                     epistemic_type=req.epistemic_type, content=req.content, source_refs=req.source_refs,
+        sources = req.source_refs or []
+        mem = Memory(memory_id=mid, scope=MemoryScope(req.scope), owner=actor, room_id=req.room_id,
+                     epistemic_type=req.epistemic_type, content=req.content, source_refs=sources,
                      confidence=req.confidence, status=MemoryStatus.PRIVATE,
-                     permission_scope=req.permission_scope, valid_from_us=now, valid_to_us=req.valid_to_us,
+                     permission_scope=req.permission_scope or {}, valid_from_us=now, valid_to_us=req.valid_to_us,
                      expires_at_us=now + req.ttl_seconds * 1_000_000 if req.ttl_seconds else None,
                      created_at_us=now, updated_at_us=now, version=1)
         row = mem.model_dump(mode="json")
         return Plan("memory.stored", "memory", mid, mem, [Insert("memory", row, "memory", mid)],
                     checks=[Check("memory", mid, "create", {**row, "status": ""})],
-                    payload={"scope": req.scope.value, "epistemic_type": req.epistemic_type.value},
-                    provenance=[("ref", ref, "memory", mid, "derived_from") for ref in req.source_refs],
+                    payload={"scope": req.scope, "epistemic_type": req.epistemic_type.value},
+                    provenance=[("ref", ref, "memory", mid, "derived_from") for ref in sources],
                     resulting_version=1)
 
     def get_memory(self, actor: str, memory_id: str) -> Memory:
@@ -134,18 +121,18 @@ class MemoryCalls(WorldCore):
         before the content is returned; the event holds no content. A retry with the same ``op_id``
         records nothing new. ``PolicyDenied`` (recorded as a denial) for anyone else, ``NotFound`` for
         nothing by that id, ``InvalidInput`` for a bad kind, id or empty reason."""
-        req = build(BreakGlass, kind=kind, id=ident, reason=reason)
+        req = build(BreakGlassCommand, kind=kind, ident=ident, reason=reason)
         if not req.reason.strip():
             raise InvalidInput("reason", "a break-glass read says why")
         event_id = self.ids.new("evt")
 
         def plan(now: int) -> Plan:
             row = self._sealed_row(req)
-            record = BreakGlassRecord(event_id=event_id, actor=actor, kind=req.kind, id=req.id,
+            record = BreakGlassRecord(event_id=event_id, actor=actor, kind=req.kind, id=req.ident,
                                       memory_id=row["memory_id"], owner=row["owner"], reason=req.reason,
                                       read_at_us=now)
             return Plan("memory.break_glass_read", "memory", str(row["memory_id"]), record,
-                        payload={"kind": req.kind, "id": req.id, "memory_id": row["memory_id"],
+                        payload={"kind": req.kind, "id": req.ident, "memory_id": row["memory_id"],
                                  "owner": row["owner"], "reason": req.reason},
                         checks=[Check("memory", str(row["memory_id"]), "break_glass", row)])
         done = self._write("break_glass_read", actor, req, plan, BreakGlassRecord, op_id=op_id, cause=cause,
@@ -153,16 +140,16 @@ class MemoryCalls(WorldCore):
         memory = self._load(Memory, "memory", "memory", done.memory_id, memory_id=done.memory_id)
         return BreakGlassRead(record=done, memory=memory)
 
-    def _sealed_row(self, req: BreakGlass) -> dict[str, Any]:
+    def _sealed_row(self, req: BreakGlassCommand) -> dict[str, Any]:
         if req.kind == "memory":
-            check_id("id", req.id)
-            return self._row("memory", "memory", req.id, memory_id=req.id)
-        room_id, sep, agent_id = req.id.partition("/")
+            check_id("ident", req.ident)
+            return self._row("memory", "memory", req.ident, memory_id=req.ident)
+        room_id, sep, agent_id = req.ident.partition("/")
         if not sep:
-            raise InvalidInput("id", "a room answer is named <room_id>/<agent_id>")
-        check_id("room_id", room_id)
-        check_id("agent_id", agent_id)
-        answer = self._row("room_answers", "room_answer", req.id, room_id=room_id, agent_id=agent_id)
+            raise InvalidInput("ident", "a room answer is named <room_id>/<agent_id>")
+        check_id("ident", room_id)
+        check_id("ident", agent_id)
+        answer = self._row("room_answers", "room_answer", req.ident, room_id=room_id, agent_id=agent_id)
         return self._row("memory", "memory", str(answer["memory_id"]), memory_id=answer["memory_id"])
 
     def _can_see(self, actor: str, mem: Memory) -> bool:
@@ -173,65 +160,71 @@ class MemoryCalls(WorldCore):
     def propose_memory(self, actor: str, memory_id: str, *, expected_version: int | None = None,
                        op_id: str | None = None, cause: Cause | None = None) -> Memory:
         """The owner offers private (or reopened) memory for review: it becomes a CANDIDATE."""
-        return self._memory_action("propose", actor, memory_id, expected_version, op_id, cause,
+        req = build(ProposeMemory, memory_id=memory_id, expected_version=expected_version)
+        return self._memory_action("propose", actor, req, op_id, cause,
                                    check=lambda m: self._require_memory_owner(actor, m, "propose"))
 
     def review_memory(self, actor: str, memory_id: str, *, expected_version: int | None = None,
                       op_id: str | None = None, cause: Cause | None = None) -> Memory:
         """A reviewer (not the owner) takes a candidate into review."""
-        return self._memory_action("review", actor, memory_id, expected_version, op_id, cause,
-                                   values={"reviewer": actor},
+        req = build(ReviewMemory, memory_id=memory_id, expected_version=expected_version)
+        return self._memory_action("review", actor, req, op_id, cause, values={"reviewer": actor},
                                    check=lambda m: self._require_reviewer(actor, m, "review"))
 
     def promote_memory(self, actor: str, memory_id: str, *, expected_version: int | None = None,
                        op_id: str | None = None, cause: Cause | None = None) -> Memory:
         """A reviewer other than the owner promotes a candidate: it becomes SHARED memory."""
-        return self._memory_action("promote", actor, memory_id, expected_version, op_id, cause,
+        req = build(PromoteMemory, memory_id=memory_id, expected_version=expected_version)
+        return self._memory_action("promote", actor, req, op_id, cause,
                                    values={"reviewer": actor, "scope": MemoryScope.SHARED.value},
                                    check=lambda m: self._require_reviewer(actor, m, "promote"))
 
     def reject_memory(self, actor: str, memory_id: str, reason: str, *, expected_version: int | None = None,
                       op_id: str | None = None, cause: Cause | None = None) -> Memory:
-        return self._memory_action("reject", actor, memory_id, expected_version, op_id, cause, reason=reason,
-                                   values={"reviewer": actor},
+        req = build(RejectMemory, memory_id=memory_id, reason=reason, expected_version=expected_version)
+        return self._memory_action("reject", actor, req, op_id, cause, reason=req.reason, values={"reviewer": actor},
                                    check=lambda m: self._require_reviewer(actor, m, "reject"))
 
     def archive_memory(self, actor: str, memory_id: str, *, expected_version: int | None = None,
                        op_id: str | None = None, cause: Cause | None = None) -> Memory:
         """Shared memory leaves the working set (scope ARCHIVE); it stays readable."""
-        return self._memory_action("archive", actor, memory_id, expected_version, op_id, cause,
+        req = build(ArchiveMemory, memory_id=memory_id, expected_version=expected_version)
+        return self._memory_action("archive", actor, req, op_id, cause,
                                    values={"scope": MemoryScope.ARCHIVE.value, "valid_to_us": None})
 
     def reopen_memory(self, actor: str, memory_id: str, reason: str, *, expected_version: int | None = None,
                       op_id: str | None = None, cause: Cause | None = None) -> Memory:
         """Shared or archived memory is questioned again: REOPENED (visible, no longer a stable fact)."""
-        return self._memory_action("reopen", actor, memory_id, expected_version, op_id, cause, reason=reason,
+        req = build(ReopenMemory, memory_id=memory_id, reason=reason, expected_version=expected_version)
+        return self._memory_action("reopen", actor, req, op_id, cause, reason=req.reason,
                                    values={"scope": MemoryScope.SHARED.value})
 
     def supersede_memory(self, actor: str, memory_id: str, replacement_id: str, *,
                          expected_version: int | None = None, op_id: str | None = None,
                          cause: Cause | None = None) -> Memory:
         """``replacement_id`` (already SHARED) replaces ``memory_id``, which becomes SUPERSEDED."""
-        check_id("replacement_id", replacement_id)
+        req = build(SupersedeMemory, memory_id=memory_id, replacement_id=replacement_id,
+                    expected_version=expected_version)
 
         def extra(now: int) -> list[Change]:
-            rep = self._load(Memory, "memory", "memory", replacement_id, memory_id=replacement_id)
-            if rep.status is not MemoryStatus.SHARED or rep.memory_id == memory_id:
+            rep = self._load(Memory, "memory", "memory", req.replacement_id, memory_id=req.replacement_id)
+            if rep.status is not MemoryStatus.SHARED or rep.memory_id == req.memory_id:
                 raise InvalidInput("replacement_id", "the replacement must be other, shared (reviewed) memory")
             return [Update("memory", {"memory_id": rep.memory_id}, rep.version,
-                           {"supersedes": memory_id, "updated_at_us": now}, "memory", rep.memory_id)]
-        return self._memory_action("supersede", actor, memory_id, expected_version, op_id, cause,
-                                   other=replacement_id, values={"superseded_by": replacement_id},
-                                   extra=extra)
+                           {"supersedes": req.memory_id, "updated_at_us": now}, "memory", rep.memory_id)]
+        return self._memory_action("supersede", actor, req, op_id, cause, other=req.replacement_id,
+                                   values={"superseded_by": req.replacement_id}, extra=extra)
 
     def revoke_memory(self, actor: str, memory_id: str, reason: str, *, expected_version: int | None = None,
                       op_id: str | None = None, cause: Cause | None = None) -> Memory:
         """Withdraw memory; everything derived from it (transitively, by provenance) is revoked too."""
+        req = build(RevokeMemory, memory_id=memory_id, reason=reason, expected_version=expected_version)
+
         def extra(now: int) -> list[Change]:
             return [Update("memory", {"memory_id": m.memory_id}, m.version,
                            {"status": MemoryStatus.REVOKED.value, "updated_at_us": now}, "memory", m.memory_id)
-                    for m in self._derived_live(memory_id)]
-        return self._memory_action("revoke", actor, memory_id, expected_version, op_id, cause, reason=reason,
+                    for m in self._derived_live(req.memory_id)]
+        return self._memory_action("revoke", actor, req, op_id, cause, reason=req.reason,
                                    check=lambda m: self._require_memory_owner(actor, m, "revoke")
                                    if m.reviewer != actor else None, extra=extra)
 
@@ -264,16 +257,15 @@ class MemoryCalls(WorldCore):
         rows = self._store.read.visible_memory(actor, rooms, self.clock.now_us(), limit)
         return [Memory.model_validate(r) for r in rows]
 
-    def _memory_action(self, action: str, actor: str, memory_id: str, expected_version: int | None,
-                       op_id: str | None, cause: Cause | None, *, values: dict[str, Any] | None = None,
-                       check: Callable[[Memory], None] | None = None, reason: str | None = None,
-                       other: str | None = None, extra: Callable[[int], list[Change]] | None = None) -> Memory:
-        req = build(MemoryAction, memory_id=memory_id, action=action, other=other,
-                    expected_version=expected_version, reason=reason)
-
+    def _memory_action(self, action: str, actor: str, req: _Transition, op_id: str | None, cause: Cause | None, *,
+                       values: dict[str, Any] | None = None, check: Callable[[Memory], None] | None = None,
+                       reason: str | None = None, other: str | None = None,
+                       extra: Callable[[int], list[Change]] | None = None) -> Memory:
+        """The lifecycle transition ``action`` of the memory ``req`` names (``reason`` and ``other``: what the
+        event's payload records)."""
         def plan(now: int) -> Plan:
-            plan, _ = self._transition(Memory, "memory", "memory", memory_id, MEMORY_LIFECYCLE, action, now,
-                                       expected_version=expected_version, values=values, check=check,
+            plan, _ = self._transition(Memory, "memory", "memory", req.memory_id, MEMORY_LIFECYCLE, action, now,
+                                       expected_version=req.expected_version, values=values, check=check,
                                        extra=extra(now) if extra else (),
                                        payload={"reason": reason, "other": other})
             return plan

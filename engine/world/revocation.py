@@ -16,7 +16,6 @@ from engine.models.wakes import WAKE_LIFECYCLE, Wake
 from engine.policy.enforcement import Check
 from engine.world.core import Plan, WorldCore
 from engine.world.policy_epochs import RUNTIME_ACTOR, check_epoch
-from engine.world.wakes import WriteReceipt
 from store import Insert
 
 MAX_RECHECK = 100_000
@@ -65,10 +64,9 @@ class RevocationCalls(WorldCore):
 
         def plan(now: int) -> Plan:
             wake = self._load(Wake, "wakes", "wake", wake_id, wake_id=wake_id)
-            rec = Receipt(receipt_id=self.ids.new("rcp"), created_at_us=now,
-                          **WriteReceipt(agent_id=wake.target_agent, decision=Decision.NO_ACTION,
-                                         outcome=Outcome.DENIED, wake_id=wake_id, reason=reason,
-                                         policy_epoch=epoch).model_dump())
+            rec = Receipt(receipt_id=self.ids.new("rcp"), created_at_us=now, agent_id=wake.target_agent,
+                          decision=Decision.NO_ACTION, outcome=Outcome.DENIED, wake_id=wake_id, reason=reason,
+                          policy_epoch=epoch)
             p, _ = self._transition(Wake, "wakes", "wake", wake_id, WAKE_LIFECYCLE, "cancel", now,
                                     event_type="wake.revoked", payload={"reason": reason},
                                     extra=[Insert("receipts", rec.model_dump(mode="json"), "receipt", rec.receipt_id)])

@@ -17,21 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.commands.rooms import CommitAnswer
 from engine.errors import AlreadyExists, IllegalTransition, NotPermitted
-from engine.models.common import Confidence, Id, Model, Text
-from engine.models.memory import EpistemicType, Memory, MemoryScope, MemoryStatus
+from engine.models.memory import Memory, MemoryScope, MemoryStatus
 from engine.models.rooms import ROOM_LIFECYCLE, Room, RoomAnswer
 from engine.policy.enforcement import Check
 from engine.validation import build, check_id
 from engine.world.core import Cause, Plan, WorldCore
 from store import Change, Insert, Update
-
-
-class CommitAnswer(Model):
-    room_id: Id
-    content: Text
-    epistemic_type: EpistemicType = EpistemicType.INFERENCE
-    confidence: Confidence = 0.5
 
 
 class RoomAnswerCalls(WorldCore):

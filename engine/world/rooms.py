@@ -13,11 +13,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, field_validator
-
+from engine.commands.rooms import (
+    CloseRoom,
+    CloseStaleRooms,
+    CreateRoom,
+    Discuss,
+    DistillRoom,
+    InviteToRoom,
+    JoinRoom,
+    LeaveRoom,
+)
 from engine.errors import AlreadyExists, IllegalTransition, InvalidInput, NotFound, NotPermitted, VersionConflict
-from engine.models.common import Confidence, Id, Model, Payload, Refs, Text, TimeUs
-from engine.models.memory import EpistemicType, Memory, MemoryScope, MemoryStatus
+from engine.models.common import Id, Model, TimeUs
+from engine.models.memory import Memory, MemoryScope, MemoryStatus
 from engine.models.rooms import (
     ROOM_LIFECYCLE,
     Room,
@@ -33,7 +41,6 @@ from engine.world.core import Cause, Plan
 from engine.world.room_answers import RoomAnswerCalls
 from store import Change, Insert, Update
 
-MAX_ROOM_MEMBERS = 256
 MAX_DISCUSSION = 1000
 # What counts as activity for ``idle:<seconds>`` (a denied attempt by an outsider keeps no room alive).
 ROOM_ACTIVITY = ("room.opened", "room.invited", "room.joined", "room.left", "room.member_removed", "room.discussed",
@@ -56,50 +63,9 @@ def membership_check(action: str, room_row: dict[str, Any], agent_id: str, membe
     return Check("room", str(room_row["room_id"]), action, {**room_row, "member": agent_id, "membership": membership})
 
 
-class OpenRoom(Model):
-    goal: Text
-    members: list[Id] = Field(default_factory=list, max_length=MAX_ROOM_MEMBERS)
-    room_id: Id | None = None
-    stop_condition: str | None = Field(default=None, max_length=1000)
-    context_scope: Payload = Field(default_factory=dict)
-    authority_scope: Payload = Field(default_factory=dict)
+class _StaleClose(Model):
+    """The request of one room's close by the sweep (internal: ``close_stale_rooms`` is the command)."""
 
-    @field_validator("stop_condition")
-    @classmethod
-    def _grammar(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_stop_condition(value)  # ValueError -> InvalidInput("stop_condition", ...)
-        return value
-
-
-class RoomAction(Model):
-    room_id: Id
-    action: str
-    agent_id: Id
-
-
-class Discuss(Model):
-    room_id: Id
-    body: Text
-    payload: Payload = Field(default_factory=dict)
-
-
-class Distill(Model):
-    room_id: Id
-    content: Text
-    source_memory_ids: Refs = Field(min_length=1)
-    epistemic_type: EpistemicType = EpistemicType.INFERENCE
-    confidence: Confidence = 0.5
-
-    @field_validator("source_memory_ids")
-    @classmethod
-    def _distinct(cls, value: list[str]) -> list[str]:
-        if len(set(value)) != len(value):
-            raise ValueError("a source memory is named twice")
-        return value
-
-
-class CloseStale(Model):
     room_id: Id
     stop_condition: str
     now_us: TimeUs
@@ -112,15 +78,15 @@ class RoomCalls(RoomAnswerCalls):
                     cause: Cause | None = None) -> Room:
         """Open a room with ``actor`` and ``members`` joined. ``stop_condition`` follows the grammar of
         :func:`~engine.models.rooms.parse_stop_condition` (else ``InvalidInput``, nothing written)."""
-        req = build(OpenRoom, goal=goal, members=members or [], room_id=room_id, stop_condition=stop_condition,
+        req = build(CreateRoom, goal=goal, members=members or [], room_id=room_id, stop_condition=stop_condition,
                     context_scope=context_scope or {}, authority_scope=authority_scope or {})
 
         def plan(now: int) -> Plan:
             rid = req.room_id or self.ids.new("room")
             room = Room(room_id=rid, goal=req.goal, status=RoomStatus.OPEN, opened_by=actor,
-                        context_scope=req.context_scope, authority_scope=req.authority_scope,
+                        context_scope=req.context_scope or {}, authority_scope=req.authority_scope or {},
                         stop_condition=req.stop_condition, created_at_us=now, version=1)
-            who = list(dict.fromkeys([actor, *req.members]))
+            who = list(dict.fromkeys([actor, *(req.members or [])]))
             for agent in who:
                 self._row("agents", "agent", agent, agent_id=agent)
             changes: list[Change] = [Insert("rooms", room.model_dump(mode="json"), "room", rid)]
@@ -141,7 +107,8 @@ class RoomCalls(RoomAnswerCalls):
         when it was written; ``left_at_us`` empty) and lets the invitee :meth:`join_room` itself. Raises
         ``AlreadyExists`` if the agent is a member or invited already, ``NotFound`` for an unknown room or
         agent, ``IllegalTransition`` on a closed room; nothing is written then."""
-        req = build(RoomAction, room_id=room_id, action="invite", agent_id=agent_id)
+        req = build(InviteToRoom, room_id=room_id, agent_id=agent_id)
+        room_id = req.room_id
 
         def plan(now: int) -> Plan:
             room_row = self._row("rooms", "room", room_id, room_id=room_id)
@@ -166,21 +133,23 @@ class RoomCalls(RoomAnswerCalls):
                   cause: Cause | None = None) -> RoomMember:
         """``agent_id`` (default: ``actor``) joins an open room. The policy decides on the agent's membership
         (``room:join``): an agent joins itself when invited (or holding ``room.join_any``); the opener, a
-        moderator or a governor seats another agent. Leaving ends an invitation: coming back needs a new one."""
-        req = build(RoomAction, room_id=room_id, action="join", agent_id=agent_id or actor)
+        moderator or a governor seats another agent. Leaving ends an invitation: coming back needs a new one.
+        Only ``None`` means the caller: any other ``agent_id`` is validated as given."""
+        req = build(JoinRoom, room_id=room_id, agent_id=actor if agent_id is None else agent_id)
+        room_id, who = req.room_id, req.agent_id or actor  # the caller, filled in above
 
         def plan(now: int) -> Plan:
             room = self._load(Room, "rooms", "room", room_id, room_id=room_id)
             ROOM_LIFECYCLE.target(room_id, room.status.value, "join")
-            self._row("agents", "agent", req.agent_id, agent_id=req.agent_id)
-            row = self._store.read.get("room_members", room_id=room_id, agent_id=req.agent_id)
-            member = RoomMember(room_id=room_id, agent_id=req.agent_id, active=True, joined_at_us=now,
+            self._row("agents", "agent", who, agent_id=who)
+            row = self._store.read.get("room_members", room_id=room_id, agent_id=who)
+            member = RoomMember(room_id=room_id, agent_id=who, active=True, joined_at_us=now,
                                 version=row["version"] + 1 if row else 1)
-            change: Change = self._member_insert(room_id, req.agent_id, now) if row is None else Update(
-                "room_members", {"room_id": room_id, "agent_id": req.agent_id}, row["version"],
-                {"active": True, "joined_at_us": now, "left_at_us": None}, "room_member", f"{room_id}/{req.agent_id}")
-            return Plan("room.joined", "room", room_id, member, [change], payload={"agent_id": req.agent_id},
-                        checks=[membership_check("join", room.model_dump(mode="json"), req.agent_id,
+            change: Change = self._member_insert(room_id, who, now) if row is None else Update(
+                "room_members", {"room_id": room_id, "agent_id": who}, row["version"],
+                {"active": True, "joined_at_us": now, "left_at_us": None}, "room_member", f"{room_id}/{who}")
+            return Plan("room.joined", "room", room_id, member, [change], payload={"agent_id": who},
+                        checks=[membership_check("join", room.model_dump(mode="json"), who,
                                                  membership_of(row))])
         return self._write("join_room", actor, req, plan, RoomMember, op_id=op_id, cause=cause)
 
@@ -190,31 +159,31 @@ class RoomCalls(RoomAnswerCalls):
         is for a moderator or a governor (policy ``room:leave`` on the member) and is recorded as
         ``room.member_removed`` (payload: who was removed, by whom) instead of ``room.left``. In a blind
         round, if everyone still present has answered, the leave reveals the answers (in the same
-        transaction)."""
-        req = build(RoomAction, room_id=room_id, action="leave", agent_id=agent_id or actor)
+        transaction). Only ``None`` means the caller: any other ``agent_id`` is validated as given."""
+        req = build(LeaveRoom, room_id=room_id, agent_id=actor if agent_id is None else agent_id)
+        room_id, who = req.room_id, req.agent_id or actor  # the caller, filled in above
 
         def plan(now: int) -> Plan:
-            row = self._row("room_members", "room_member", f"{room_id}/{req.agent_id}", room_id=room_id,
-                            agent_id=req.agent_id)
+            row = self._row("room_members", "room_member", f"{room_id}/{who}", room_id=room_id,
+                            agent_id=who)
             if not row["active"]:
-                raise NotPermitted(actor, "leave", "room", room_id, f"{req.agent_id} is not a member")
+                raise NotPermitted(actor, "leave", "room", room_id, f"{who} is not a member")
             room_row = self._row("rooms", "room", room_id, room_id=room_id)
             member = RoomMember.model_validate({**row, "active": False, "left_at_us": now,
                                                 "version": row["version"] + 1})
-            removal = req.agent_id != actor
+            removal = who != actor
             return Plan("room.member_removed" if removal else "room.left", "room", room_id, member, [Update(
-                "room_members", {"room_id": room_id, "agent_id": req.agent_id}, row["version"],
-                {"active": False, "left_at_us": now}, "room_member", f"{room_id}/{req.agent_id}"),
-                *self._blind_round_on_leave(room_row, req.agent_id, now)],
-                payload={"agent_id": req.agent_id, **({"removed_by": actor} if removal else {})},
-                checks=[membership_check("leave", room_row, req.agent_id, "active")])
+                "room_members", {"room_id": room_id, "agent_id": who}, row["version"],
+                {"active": False, "left_at_us": now}, "room_member", f"{room_id}/{who}"),
+                *self._blind_round_on_leave(room_row, who, now)],
+                payload={"agent_id": who, **({"removed_by": actor} if removal else {})},
+                checks=[membership_check("leave", room_row, who, "active")])
         return self._write("leave_room", actor, req, plan, RoomMember, op_id=op_id, cause=cause)
 
     def close_room(self, actor: str, room_id: str, *, op_id: str | None = None, cause: Cause | None = None) -> Room:
         """Close the room; every member leaves in the same transaction."""
-        req = build(RoomAction, room_id=room_id, action="close", agent_id=actor)
-
-        return self._write("close_room", actor, req, lambda now: self._plan_close(room_id, now), Room,
+        req = build(CloseRoom, room_id=room_id)
+        return self._write("close_room", actor, req, lambda now: self._plan_close(req.room_id, now), Room,
                            op_id=op_id, cause=cause)
 
     def _plan_close(self, room_id: str, now: int, payload: dict[str, Any] | None = None) -> Plan:
@@ -247,8 +216,9 @@ class RoomCalls(RoomAnswerCalls):
         def plan(now: int) -> Plan:
             room_row = self._open_room_of_member(actor, req.room_id, "discuss")
             said = RoomMessage(room_id=req.room_id, event_id=event_id, sender=actor, body=req.body,
-                               payload=req.payload, created_at_us=now)
-            return Plan("room.discussed", "room", req.room_id, said, payload={"body": req.body, "payload": req.payload},
+                               payload=req.payload or {}, created_at_us=now)
+            return Plan("room.discussed", "room", req.room_id, said, payload={"body": req.body,
+                                                                              "payload": req.payload or {}},
                         checks=[Check("room", req.room_id, "discuss", room_row)])
         return self._write("discuss", actor, req, plan, RoomMessage, op_id=op_id, cause=cause, event_id=event_id)
 
@@ -285,12 +255,12 @@ class RoomCalls(RoomAnswerCalls):
         It is not a shared fact: only the memory review path (review, then promote by a reviewer other
         than ``actor``) makes it one. Every source must be live room memory of this room the actor may
         read (``InvalidInput`` / ``NotFound`` / ``PolicyDenied``; nothing written)."""
-        req = build(Distill, room_id=room_id, content=content, source_memory_ids=source_memory_ids,
+        req = build(DistillRoom, room_id=room_id, content=content, source_memory_ids=source_memory_ids,
                     epistemic_type=epistemic_type, confidence=confidence)
         return self._write("distill_room", actor, req, lambda now: self._plan_distill(actor, req, now), Memory,
                            op_id=op_id, cause=cause)
 
-    def _plan_distill(self, actor: str, req: Distill, now: int) -> Plan:
+    def _plan_distill(self, actor: str, req: DistillRoom, now: int) -> Plan:
         room_row = self._open_room_of_member(actor, req.room_id, "distill")
         sources = self._room_sources(req.room_id, req.source_memory_ids)
         mid = self.ids.new("mem")
@@ -325,9 +295,8 @@ class RoomCalls(RoomAnswerCalls):
         ``actor`` may close (the policy's ``close``; others are left open), each through the one close
         path. A room closed or changed by someone else meanwhile is skipped. Returns the rooms closed."""
         check_id("actor", actor)
-        if now_us is not None and (not isinstance(now_us, int) or now_us < 0):
-            raise InvalidInput("now_us", f"{now_us!r} is not a time in microseconds")
-        now = self.clock.now_us() if now_us is None else now_us
+        req = build(CloseStaleRooms, now_us=now_us)
+        now = self.clock.now_us() if req.now_us is None else req.now_us
         due = [r for r in self._store.read.rows("rooms", {"status": RoomStatus.OPEN.value}) if self._is_stale(r, now)]
         if not due:
             return []
@@ -342,7 +311,7 @@ class RoomCalls(RoomAnswerCalls):
         return closed
 
     def _close_stale(self, actor: str, room_id: str, stop_condition: str, now_us: int) -> Room:
-        req = build(CloseStale, room_id=room_id, stop_condition=stop_condition, now_us=now_us)
+        req = build(_StaleClose, room_id=room_id, stop_condition=stop_condition, now_us=now_us)
 
         def plan(now: int) -> Plan:
             row = self._row("rooms", "room", room_id, room_id=room_id)

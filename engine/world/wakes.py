@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import Field
+from pydantic import BaseModel
 
-from engine.errors import AlreadyExists, InvalidInput, LeaseHeld, NotFound, OperationConflict, VersionConflict
-from engine.models.common import Id, Model, Payload, Priority, Refs, TimeUs
+from engine.commands.wakes import AckWake, CancelWake, ClaimWake, EnqueueWake, WriteReceipt
+from engine.errors import AlreadyExists, LeaseHeld, NotFound, OperationConflict, VersionConflict
 from engine.models.receipts import Decision, Outcome, Receipt, ReceiptBody
 from engine.models.traces import Trace, TraceBody
 from engine.models.wakes import WAKE_LIFECYCLE, EnqueueResult, Wake, WakeStatus
@@ -24,26 +24,6 @@ from engine.world.core import Cause, Plan, WorldCore
 from store import Change, Insert, Update
 
 MAX_CLAIM_CANDIDATES = 16
-
-
-class EnqueueWake(Model):
-    target_agent: Id
-    cause: str = Field(min_length=1, max_length=200)
-    idempotency_key: str = Field(min_length=1, max_length=256)
-    not_before_us: TimeUs | None = None
-    priority: Priority = 0
-    payload: Payload = Field(default_factory=dict)
-    payload_refs: Refs = Field(default_factory=list)
-    base_state_version: int | None = Field(default=None, ge=0)
-    authority_scope: Payload = Field(default_factory=dict)
-    cause_event_id: Id | None = None
-
-
-class ClaimWake(Model):
-    wake_id: Id
-    lease_seconds: float = Field(gt=0, le=86400)
-    worker: Id | None = None
-    agent_id: Id | None = None  # the claim asked only for this agent's wakes
 
 
 class _KeyTaken(Exception):  # an internal signal from a plan, never raised to a caller
@@ -78,10 +58,13 @@ def check_wake_rules(worker: str, action: str, wake: Wake, now: int) -> None:
         raise LeaseHeld(wake.wake_id, wake.lease_owner, wake.lease_until_us)
 
 
-WriteReceipt = ReceiptBody
-
-
 _OUTCOME_OF = {Decision.NO_ACTION: Outcome.NO_ACTION}
+
+
+def _fields_of(value: Any) -> Any:
+    """A model given as an argument, as its field values (so the command validates them: pydantic takes an
+    instance of a field's model class as it is, even one built without validation)."""
+    return dict(value) if isinstance(value, BaseModel) else value
 
 
 class WakeCalls(WorldCore):
@@ -141,26 +124,21 @@ class WakeCalls(WorldCore):
         With ``op_id``: a known id returns the wake its claim leased, exactly as it was then (or
         ``OperationConflict`` for another request: another worker, agent or lease)."""
         check_id("worker", worker)
-        if agent_id is not None:
-            check_id("agent_id", agent_id)
-        build(ClaimWake, wake_id="probe", lease_seconds=lease_seconds)  # bad input fails even on an empty queue
+        req = build(ClaimWake, agent_id=agent_id, lease_seconds=lease_seconds)  # bad input fails on an empty queue
+        # the operation's identity: this request by this worker (whatever wake it leased, whoever it runs for)
         if op_id is not None and (stored := self._store.operation(check_id("op_id", op_id))) is not None:
             if stored.command != "claim_wake":
                 raise OperationConflict(op_id, "claim_wake")
             leased = Wake.model_validate(stored.result)
-            req = build(ClaimWake, wake_id=leased.wake_id, lease_seconds=lease_seconds, worker=worker,
-                        agent_id=agent_id)
             return self._write("claim_wake", decided_as(worker, "claim", leased), req, self._replayed_only,
-                               Wake, op_id=op_id, cause=cause)  # answered from the ledger (or a conflict)
+                               Wake, op_id=op_id, cause=cause, caller=worker)  # answered from the ledger
         now = self.clock.now_us()
-        for row in self._store.read.due_wakes(now, MAX_CLAIM_CANDIDATES, agent_id):
+        for row in self._store.read.due_wakes(now, MAX_CLAIM_CANDIDATES, req.agent_id):
             candidate = Wake.model_validate(row)
-            req = build(ClaimWake, wake_id=candidate.wake_id, lease_seconds=lease_seconds, worker=worker,
-                        agent_id=agent_id)
             try:
                 return self._write("claim_wake", decided_as(worker, "claim", candidate), req,
-                                   lambda now, req=req, row=row: self._plan_claim(  # type: ignore[misc]
-                                       worker, req, row, now), Wake, op_id=op_id, cause=cause)
+                                   lambda now, row=row: self._plan_claim(worker, req, row, now),  # type: ignore[misc]
+                                   Wake, op_id=op_id, cause=cause, caller=worker)
             except (VersionConflict, LeaseHeld):
                 continue  # another worker took it first; try the next candidate
         return None
@@ -192,69 +170,89 @@ class WakeCalls(WorldCore):
                     resulting_version=wake.version + 1, checks=[Check("wake", wake.wake_id, action, row)])
 
     def ack_wake(self, worker: str, wake_id: str, decision: str = "no_action", *, outcome: str | None = None,
-                 op_id: str | None = None, cause: Cause | None = None, trace: TraceBody | None = None,
-                 **receipt: Any) -> Receipt:
+                 trace: TraceBody | None = None, task_id: str | None = None, reason: str | None = None,
+                 observed_state_version: int | None = None, topology_version: int | None = None,
+                 base_state_version: int | None = None, resulting_state_version: int | None = None,
+                 action_refs: list[str] = [],  # noqa: B006 - never mutated: validated into a copy
+                 artifact_refs: list[str] = [],  # noqa: B006
+                 next_wake: str | None = None, policy_epoch: str | None = None,
+                 payload: dict[str, Any] = {},  # noqa: B006
+                 op_id: str | None = None, cause: Cause | None = None) -> Receipt:
         """Finish a claimed wake: mark it acked and write its one receipt (and the run's ``trace``, if
-        given), in one transaction. Only the lease owner may ack (``LeaseHeld`` otherwise)."""
-        check_id("wake_id", wake_id)
-        d = parse_enum("decision", Decision, decision)
-        o = parse_enum("outcome", Outcome, outcome) if outcome is not None else _OUTCOME_OF.get(d, Outcome.ACTED)
-        row = self._row("wakes", "wake", wake_id, wake_id=wake_id)
+        given), in one transaction. ``outcome`` defaults to ``acted`` (``no_action`` for that decision). Only
+        the lease owner may ack (``LeaseHeld`` otherwise)."""
+        given = build(AckWake, wake_id=wake_id, decision=decision, outcome=outcome, trace=_fields_of(trace),
+                      task_id=task_id, reason=reason, observed_state_version=observed_state_version,
+                      topology_version=topology_version, base_state_version=base_state_version,
+                      resulting_state_version=resulting_state_version, action_refs=action_refs,
+                      artifact_refs=artifact_refs, next_wake=next_wake, policy_epoch=policy_epoch, payload=payload)
+        # the outcome filled in: an ack that names its default outcome is the same request as one that does not
+        req = given.model_copy(update={"outcome": given.outcome or _OUTCOME_OF.get(given.decision, Outcome.ACTED)})
+        row = self._row("wakes", "wake", req.wake_id, wake_id=req.wake_id)
         wake = Wake.model_validate(row)
-        req = build(WriteReceipt, agent_id=wake.target_agent, decision=d, outcome=o, wake_id=wake_id, **receipt)
+        body = ReceiptBody(agent_id=wake.target_agent, **req.model_dump(exclude={"trace"}))
         return self._write("ack_wake", decided_as(worker, "ack", wake), req,
-                           lambda now: self._plan_finish(worker, req, row, "ack", now, trace), Receipt, op_id=op_id,
-                           cause=cause)
+                           lambda now: self._plan_finish(worker, body, row, "ack", now, req.trace), Receipt,
+                           op_id=op_id, cause=cause)
 
     def cancel_wake(self, actor: str, wake_id: str, reason: str, *, outcome: str = "suppressed",
                     op_id: str | None = None, cause: Cause | None = None) -> Receipt:
-        """End a pending or claimed wake without running it; its receipt says why."""
-        check_id("wake_id", wake_id)
-        o = parse_enum("outcome", Outcome, outcome)
-        if o not in (Outcome.SUPPRESSED, Outcome.CANCELLED, Outcome.DENIED):
-            raise InvalidInput("outcome", "a cancelled wake's outcome is suppressed, cancelled or denied")
-        row = self._row("wakes", "wake", wake_id, wake_id=wake_id)
+        """End a pending or claimed wake without running it; its receipt says why (``outcome`` suppressed,
+        cancelled or denied)."""
+        req = build(CancelWake, wake_id=wake_id, reason=reason, outcome=outcome)
+        row = self._row("wakes", "wake", req.wake_id, wake_id=req.wake_id)
         wake = Wake.model_validate(row)
-        req = build(WriteReceipt, agent_id=wake.target_agent, decision=Decision.NO_ACTION, outcome=o,
-                    wake_id=wake_id, reason=reason)
+        body = ReceiptBody(agent_id=wake.target_agent, decision=Decision.NO_ACTION, outcome=Outcome(req.outcome),
+                           wake_id=req.wake_id, reason=req.reason)
         return self._write("cancel_wake", decided_as(actor, "cancel", wake), req,
-                           lambda now: self._plan_finish(actor, req, row, "cancel", now), Receipt, op_id=op_id,
+                           lambda now: self._plan_finish(actor, body, row, "cancel", now), Receipt, op_id=op_id,
                            cause=cause)
 
-    def write_receipt(self, actor: str, agent_id: str, decision: str, outcome: str, *,
-                      op_id: str | None = None, cause: Cause | None = None, **receipt: Any) -> Receipt:
+    def write_receipt(self, actor: str, agent_id: str, decision: str, outcome: str, *, task_id: str | None = None,
+                      reason: str | None = None, observed_state_version: int | None = None,
+                      topology_version: int | None = None, base_state_version: int | None = None,
+                      resulting_state_version: int | None = None,
+                      action_refs: list[str] = [],  # noqa: B006 - never mutated: validated into a copy
+                      artifact_refs: list[str] = [],  # noqa: B006
+                      next_wake: str | None = None, policy_epoch: str | None = None,
+                      payload: dict[str, Any] = {},  # noqa: B006
+                      op_id: str | None = None, cause: Cause | None = None) -> Receipt:
         """A receipt for work not started by a wake (a wake's receipt comes from ack or cancel)."""
-        if receipt.get("wake_id") is not None:
-            raise InvalidInput("wake_id", "a wake's receipt is written by ack_wake or cancel_wake")
-        req = build(WriteReceipt, agent_id=agent_id, decision=decision, outcome=outcome, **receipt)
+        req = build(WriteReceipt, agent_id=agent_id, decision=decision, outcome=outcome, task_id=task_id,
+                    reason=reason, observed_state_version=observed_state_version, topology_version=topology_version,
+                    base_state_version=base_state_version, resulting_state_version=resulting_state_version,
+                    action_refs=action_refs, artifact_refs=artifact_refs, next_wake=next_wake,
+                    policy_epoch=policy_epoch, payload=payload)
+        body = ReceiptBody(**req.model_dump())
 
         def plan(now: int) -> Plan:
-            rec = self._receipt(req, now)
+            rec = self._receipt(body, now)
             return Plan("receipt.written", "receipt", rec.receipt_id, rec,
                         checks=[Check("receipt", rec.receipt_id, "create", rec.model_dump(mode="json"))],
                         changes=[Insert("receipts", rec.model_dump(mode="json"), "receipt", rec.receipt_id)],
-                        payload={"decision": req.decision.value, "outcome": req.outcome.value})
+                        payload={"decision": body.decision.value, "outcome": body.outcome.value})
         return self._write("write_receipt", actor, req, plan, Receipt, op_id=op_id, cause=cause)
 
-    def _receipt(self, req: WriteReceipt, now: int) -> Receipt:
-        return Receipt(receipt_id=self.ids.new("rcp"), created_at_us=now, **req.model_dump())
+    def _receipt(self, body: ReceiptBody, now: int) -> Receipt:
+        return Receipt(receipt_id=self.ids.new("rcp"), created_at_us=now, **body.model_dump())
 
-    def _plan_finish(self, actor: str, req: WriteReceipt, row: dict[str, Any], action: str, now: int,
+    def _plan_finish(self, actor: str, body: ReceiptBody, row: dict[str, Any], action: str, now: int,
                      trace: TraceBody | None = None) -> Plan:
-        """Ack or cancel the wake ``row`` (read once by the call) and write its receipt (and trace)."""
-        assert req.wake_id is not None
-        rec = self._receipt(req, now)
-        inserts = [Insert("receipts", rec.model_dump(mode="json"), "receipt", f"for wake {req.wake_id}")]
+        """Ack or cancel the wake ``row`` (read once by the call) and write its receipt ``body`` (and
+        trace)."""
+        assert body.wake_id is not None
+        rec = self._receipt(body, now)
+        inserts = [Insert("receipts", rec.model_dump(mode="json"), "receipt", f"for wake {body.wake_id}")]
         if trace is not None:
-            done = Trace(**trace.model_dump(), trace_id=req.wake_id, agent_id=req.agent_id,
-                         outcome=req.outcome.value, decision=req.decision.value, finished_at_us=now,
+            done = Trace(**trace.model_dump(), trace_id=body.wake_id, agent_id=body.agent_id,
+                         outcome=body.outcome.value, decision=body.decision.value, finished_at_us=now,
                          latency_us=max(0, now - trace.started_at_us), version=1)
-            inserts.append(Insert("traces", done.model_dump(mode="json"), "trace", req.wake_id))
+            inserts.append(Insert("traces", done.model_dump(mode="json"), "trace", body.wake_id))
         plan = self._plan_wake_transition(actor, row, action, now, extra=inserts, payload={
-            "decision": req.decision.value, "outcome": req.outcome.value, "reason": req.reason,
+            "decision": body.decision.value, "outcome": body.outcome.value, "reason": body.reason,
             "receipt_id": rec.receipt_id})
         plan.result = rec
-        plan.provenance = [("wake", req.wake_id, "receipt", rec.receipt_id, "answered_by")]
+        plan.provenance = [("wake", body.wake_id, "receipt", rec.receipt_id, "answered_by")]
         return plan
 
     def get_wake(self, wake_id: str, *, actor: str | None = None) -> Wake:

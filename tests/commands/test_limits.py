@@ -36,20 +36,11 @@ SCHEMAS = {name: Schema(json_schema(name)) for name in COMMANDS}
 CASES = [(name, case) for name, schema in SCHEMAS.items() for case in schema.cases()]
 
 # Where the World names a field differently from its parameter (the request model's own field name).
-WORLD_FIELD = {("invoke", "ident"): "id", ("break_glass_read", "ident"): "id"}
+WORLD_FIELD: dict[tuple[str, str], str] = {}
 
 # Limits the World does not enforce today (found by this test). Each is strict: when the World enforces
 # the limit (validating with the command class), the case passes and its entry must go.
-WORLD_GAPS = {
-    **{("ack_wake", f"trace.{f}"): "ack_wake takes a TraceBody as given: an unvalidated one is not checked, "
-                                    "and fails later in the plan with a raw ValidationError"
-       for f in ("worker_id:pattern", "worker_id:pattern-empty", "retrieved_refs:maxItems", "tools:maxItems",
-                 "decisions:maxItems", "commits:maxItems", "started_at_us:minimum", "started_at_us:maximum",
-                 "result:maxLength")},
-    **{(name, "agent_id:pattern-empty"): f"{name} reads agent_id='' as 'the caller' (agent_id or actor)"
-       for name in ("join_room", "leave_room")},
-    ("close_stale_rooms", "now_us:maximum"): "close_stale_rooms checks now_us >= 0 only, not its 64-bit bound",
-}
+WORLD_GAPS: dict[tuple[str, str], str] = {}
 
 
 def _world_params() -> Iterator[Any]:

@@ -31,11 +31,7 @@ from tests.cli_support import invoke
 
 # World methods that take ``**kwargs``: the model the World builds them into, and what of it the World
 # fills itself (these fields are then not the caller's).
-KWARGS_MODELS: dict[str, tuple[type[Any], set[str]]] = {
-    "create_handoff": (HandoffPacket, set()),
-    "ack_wake": (ReceiptBody, {"agent_id"}),  # the wake's target
-    "write_receipt": (ReceiptBody, {"wake_id"}),  # refused: a wake's receipt comes from ack or cancel
-}
+KWARGS_MODELS: dict[str, tuple[type[Any], set[str]]] = {}
 # Calls that decide a read and record a refusal (the ``policy.denied`` audit record) are not writes.
 AUDIT_ONLY = {"_authorize", "record_denial"}
 
