@@ -20,8 +20,6 @@ from pydantic.fields import FieldInfo
 from engine.commands import COMMANDS, RUNTIME_CALLS, Command, base, command, fields, json_schema, parse, registry
 from engine.commands.approvals import INVOKABLE_KINDS
 from engine.errors import InvalidInput
-from engine.models.handoffs import HandoffPacket
-from engine.models.receipts import ReceiptBody
 from engine.policy.model import ACTIONS
 from engine.protocol import adapters
 from engine.protocol.adapters import EFFECTS, LEGACY_EFFECT_NAMES, AgentDecision, upgrade_effect

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from engine.commands import parse
 from engine.errors import (
     InvalidInput,
     NotFound,
@@ -77,8 +78,8 @@ CASES: list[Case] = [
      InvalidInput),
     ("write_receipt: unknown outcome", lambda w, ids: w.write_receipt("a", "a", "act", "maybe"), InvalidInput),
     ("create_handoff: missing task", lambda w, ids: w.create_handoff("a", "b", "tsk_none", "g"), NotFound),
-    ("create_handoff: unknown packet field", lambda w, ids: w.create_handoff("a", "b", ids["task"], "g",
-                                                                              transcript="..."), InvalidInput),
+    ("create_handoff: unknown packet field", lambda w, ids: w.execute("a", parse("create_handoff", {
+        "target_agent": "b", "task_id": ids["task"], "goal": "g", "transcript": "..."})), InvalidInput),
     ("accept_handoff: missing", lambda w, ids: w.accept_handoff("b", "hnd_none"), NotFound),
     ("register_artifact: not bytes", lambda w, ids: w.register_artifact("a", "doc", "text"), InvalidInput),  # type: ignore[arg-type]
     ("register_artifact: missing task", lambda w, ids: w.register_artifact("a", "doc", b"x", task_id="tsk_none"),
