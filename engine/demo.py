@@ -245,7 +245,7 @@ class _Demo:
     def finish(self) -> DemoSummary:
         folded = self.book.rebuild_state(from_snapshot=False) == self.book.state_image()
         self.check("fold(events) == state", folded)
-        snap = self.w.take_snapshot("planner")
+        snap = self.book.take_snapshot("planner")
         self.check("snapshot + tail == state",
                    self.book.rebuild_state(from_snapshot=True) == self.book.state_image())
         self.say(f"snapshot {snap.snapshot_id} taken at event {snap.at_seq}")

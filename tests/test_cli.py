@@ -459,10 +459,13 @@ def test_project_hides_private_memory(pmw: Pmw) -> None:
 def test_snapshot(pmw: Pmw) -> None:
     register(pmw, "alice")
     before = counts(pmw.db_url)["events"]
-    snap = pmw.js("snapshot", actor="alice")
+    snap = pmw.js("snapshot", actor=GOVERNOR)  # a governance command: the governor's
     assert snap["at_seq"] == before
     assert counts(pmw.db_url)["snapshots"] == 1
     assert snap["snapshot_id"].startswith("snap_")
+    refused = pmw.fails(6, "snapshot", actor="alice")  # any other agent: denied (and recorded), nothing taken
+    assert refused["code"] == "policy_denied"
+    assert counts(pmw.db_url)["snapshots"] == 1
 
 
 # -- demo ---------------------------------------------------------------------------------------------

@@ -209,7 +209,7 @@ def test_log_positions_follow_commit_order_on_postgres(pg_url: str, tmp_path: Pa
         assert not errors, errors
         seq = {e.op_id: e.seq for e in fast.events(0, limit=1000)}
         assert seq["slow-a"] < seq["fast-b"]
-        fast.take_snapshot("writer")
+        book_of(fast).take_snapshot("writer")
         fast.compare_and_set_state("writer", "a", 2, 2)
         assert book_of(fast).rebuild_state(from_snapshot=False) == book_of(fast).state_image()
         assert book_of(fast).rebuild_state(from_snapshot=True) == book_of(fast).state_image()

@@ -5,9 +5,9 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.runtime import invocation
+from engine.cli.runtime import Run, invocation
 from engine.demo import demo_sources, prepare_demo_db, run_demo
-from engine.errors import InvalidInput, StoreUnavailable
+from engine.errors import InvalidInput, PolicyDenied, StoreUnavailable
 from engine.models.agents import Registration
 from engine.models.common import Model
 from engine.policy.attributes import GOVERNOR_ROLE
@@ -93,10 +93,24 @@ def project(
         run.show(run.world.project_world(agent_id, budget=budget, actor=run.actor_or_none or agent_id))
 
 
+def require_governor(run: Run, command: str) -> None:
+    """Raise ``PolicyDenied`` (recorded as a denial) unless ``--as`` is a live governor, as the PDP decides it:
+    ``agent:grant`` on itself, the authority only live governors hold (``docs/policy.md``, "Governance
+    commands"). For commands that ask the runtime's book for what no agent's authority covers."""
+    actor = run.actor
+    answer = run.world.allowed_actions(actor, "agent", actor)
+    if "grant" not in answer.allowed:
+        denied = PolicyDenied(actor, command, "world", "snapshot", answer.policy_epoch)
+        run.book.record_denial(actor, command, denied)
+        raise denied
+
+
 def snapshot(ctx: typer.Context) -> None:
-    """Record the state image at the current log position (the log is never truncated)."""
+    """Record the state image at the current log position (the log is never truncated). A governance
+    command: --as must be a live governor (the image holds every private memory; it is never shown)."""
     with invocation(ctx, acting=True) as run:
-        run.show(run.world.take_snapshot(run.actor))
+        require_governor(run, "snapshot")
+        run.show(run.book.take_snapshot(run.actor))
 
 
 def demo(

@@ -37,7 +37,7 @@ DOMAINS: tuple[ModuleType, ...] = (state, tasks, handoffs, memory, rooms, artifa
 
 # The World's writes that only the runtime makes (no PDP decision an agent could ask for).
 RUNTIME_CALLS: tuple[str, ...] = ("record_decision", "commit_controller_step", "activate_policy_epoch",
-                                  "recheck_queued_work", "bootstrap_governor")
+                                  "recheck_queued_work", "bootstrap_governor", "take_snapshot")
 
 
 def _declared(modules: Sequence[ModuleType]) -> dict[str, type[Command]]:

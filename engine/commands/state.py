@@ -1,4 +1,5 @@
-"""Shared state (versioned keys, compare-and-set only), free-standing events and snapshots."""
+"""Shared state (versioned keys, compare-and-set only) and free-standing events. (Snapshots are the
+runtime's: ``RuntimeBook.take_snapshot``, no command.)"""
 
 from __future__ import annotations
 
@@ -47,15 +48,4 @@ class AppendEvent(Command):
     subject_id: str = Field(default="world", min_length=1, max_length=MAX_SUBJECT_ID_CHARS)
 
 
-class TakeSnapshot(Command):
-    """Record the state image as of the current log position (read in one consistent view). Snapshots
-    never truncate the log."""
-
-    name = "take_snapshot"
-    events = ("snapshot.taken",)
-    ref_field = "snapshot_id"
-    takes_op_id = False
-    cause_param = None
-
-
-__all__ = ["AppendEvent", "CompareAndSetState", "TakeSnapshot"]
+__all__ = ["AppendEvent", "CompareAndSetState"]

@@ -12,7 +12,8 @@ store, to this object):
 - :meth:`commit_controller_step`: the controller's position, facts and wakes (``ControllerStepCalls``);
 - :meth:`recheck_queued_work`: revocations after an epoch change (``RevocationCalls``);
 - :meth:`record_denial`: the audit record of a PDP denial;
-- :meth:`state_image` / :meth:`rebuild_state`: the whole state, undecided (``ImageCalls``).
+- :meth:`take_snapshot` / :meth:`state_image` / :meth:`rebuild_state`: the whole state, undecided
+  (``ImageCalls``; ``pmw snapshot`` decides its governor first).
 
 Workers, controller loops and runners take the book (``book.world`` is the World they act through);
 agents, CLIs and transports are given the World only. See ``docs/security.md``.

@@ -14,7 +14,7 @@ from engine.policy.enforcement import Check
 from engine.policy.model import ACTOR_ROLE_FIELD, DECISION_EVENTS
 from engine.validation import build, check_int64
 from engine.world.core import Cause, Plan, WorldCore
-from engine.world.memory import seal_memory_content
+from engine.world.log_view import shown_records
 from store import Insert, Update
 
 
@@ -98,20 +98,18 @@ class StateCalls(WorldCore):
     def events(self, after_seq: int = 0, limit: int = 100, *, newest: bool = False,
                actor: str | None = None) -> list[Event]:
         """Events after position ``after_seq`` in log order (``newest``: the last ``limit`` events).
-        With a PDP the reader needs ``state:read`` on ``log``. The full record (row images, results,
-        payloads) is the governors' audit view: any other reader gets every event's envelope (ids, type,
-        actor, subject, versions, chain, time) and the full record of its own events only, because row
-        images carry private memory, unrevealed room answers and other content the reader may not see.
-        In every full record, governors' included, the content of memory the reader may not read now
-        (another agent's private memory, an unrevealed answer) is sealed (``seal_memory_content``)."""
+        With a PDP the reader needs ``state:read`` on ``log``. What a record shows is decided by
+        :mod:`engine.world.log_view`: row images only of the tables it lists (never a snapshot's image);
+        the full record (row images, results, payloads) is the governors' audit view, any other reader gets
+        every event's envelope (ids, type, actor, subject, versions, chain, time) and the full record of its
+        own events only; in every full record, governors' included, the content of memory the reader may
+        not read now (another agent's private memory, an unrevealed answer) and the discussion of a room it
+        is not an active member of are sealed."""
+        after_seq, limit = check_int64("after_seq", after_seq), check_int64("limit", limit)
         self._may_read(actor, "state", "log", {})
         rows = self._store.read.events(after_seq, limit, newest=newest)
-        if actor is not None and self._policy.external:
-            if not self._is_governor(actor):
-                rows = [r if r["actor_id"] == actor else {**r, "changes": [], "result": {}, "payload": {}}
-                        for r in rows]
-            rows = seal_memory_content(self, actor, rows)
-        return [Event.model_validate(r) for r in rows]
+        governor = actor is not None and self._policy.external and self._is_governor(actor)
+        return [Event.model_validate(r) for r in shown_records(self, actor, rows, governor=governor)]
 
     def _is_governor(self, agent_id: str) -> bool:
         row = self._store.read.get("agents", agent_id=agent_id)

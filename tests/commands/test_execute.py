@@ -121,7 +121,7 @@ def test_only_registered_commands_get_through(pworld: World, world_execute: None
             pworld.execute("alice", bad)  # type: ignore[arg-type]
         assert refused.value.field == "command"
     with pytest.raises(InvalidInput):
-        pworld.execute("alice", parse("take_snapshot", {}), cause=None, op_id="op-x")
+        pworld.execute("alice", parse("close_stale_rooms", {}), cause=None, op_id="op-x")
     with pytest.raises(InvalidInput):
         pworld.execute("alice", parse("close_stale_rooms", {}), cause=Cause(causation_id="e1"))
     assert len(_log(pworld)) == seen

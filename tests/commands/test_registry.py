@@ -129,7 +129,7 @@ def test_effects_are_the_commands_agents_may_use() -> None:
     assert {"compare_and_set_state", "create_handoff", "claim_task", "store_memory", "commit_answer",
             "register_artifact", "subscribe", "append_event", "send_message"} <= set(EFFECTS)
     assert not set(EFFECTS) & {"grant", "register_agent", "claim_wake", "ack_wake", "enqueue_wake",
-                               "activate_session", "take_snapshot", "close_stale_rooms"}
+                               "activate_session", "close_stale_rooms"}
     schema = AgentDecision.model_json_schema()
     mapping = schema["properties"]["effects"]["items"]["discriminator"]["mapping"]
     assert set(mapping) == set(EFFECTS)

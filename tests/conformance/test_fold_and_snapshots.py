@@ -40,7 +40,7 @@ def test_fold_of_the_log_equals_the_state(world: World) -> None:
 
 def test_snapshot_plus_tail_equals_the_state(world: World) -> None:
     busy_world(world)
-    snap = world.take_snapshot("a")
+    snap = book_of(world).take_snapshot("a")
     world.compare_and_set_state("a", "plan", 2, {"step": 3})
     world.store_memory("b", "after the snapshot", "observation")
     assert book_of(world).rebuild_state(from_snapshot=True) == book_of(world).state_image()
@@ -51,7 +51,7 @@ def test_snapshot_plus_tail_equals_the_state(world: World) -> None:
 def test_snapshots_never_delete_the_log(world: World) -> None:
     busy_world(world)
     before = len(world.events(limit=100_000))
-    world.take_snapshot("a")
+    book_of(world).take_snapshot("a")
     assert len(world.events(limit=100_000)) == before + 1
 
 

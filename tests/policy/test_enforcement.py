@@ -32,7 +32,6 @@ WRITES: list[tuple[str, Callable[[World], Any]]] = [
     ("topology write", lambda w: w.set_topology_edge("mallory", "alice", "mallory", "info")),
     ("tool invoke", lambda w: w.invoke("mallory", "tool", "deploy")),
     ("grant itself", lambda w: w.grant("mallory", "mallory", capabilities=ALL)),
-    ("snapshot", lambda w: w.take_snapshot("mallory")),
 ]
 
 
