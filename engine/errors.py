@@ -460,3 +460,20 @@ class ArtifactUnwritable(StoreUnavailable):
 
 
 __all__ += ["ArtifactUnwritable"]
+
+
+class RoomTaken(NotPermitted):
+    """A room the controller convenes already exists and was opened by someone else (``opened_by``): the
+    controller seats no agent in it and does not treat it as its own (its decision records this code)."""
+
+    code = "room_taken"
+
+    def __init__(self, room_id: str, opened_by: str, controller: str) -> None:
+        super().__init__(controller, "convene", "room", room_id, f"opened by {opened_by}, not by the controller")
+        self.opened_by = opened_by
+
+    def details(self) -> dict[str, Any]:
+        return {**super().details(), "opened_by": self.opened_by}
+
+
+__all__ += ["RoomTaken"]

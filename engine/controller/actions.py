@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine.controller.decisions import (
     AnyDecision,
@@ -35,6 +35,7 @@ from engine.controller.decisions import (
     WakeTarget,
 )
 from engine.controller.facts import Fact
+from engine.policy.model import CONTROLLER_ROOM_PREFIX
 
 PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_.]*)\}")
 
@@ -244,8 +245,17 @@ def contest_claims(act: Activation, p: ContestClaims) -> Effect:
 
 class OpenConflictRoom(Params):
     contest: str = "contest"
-    room_prefix: str = Field(default="conflict-", max_length=64)
+    room_prefix: str = Field(default=CONTROLLER_ROOM_PREFIX, max_length=64)
     reason: str = Field(default="unresolved conflict needs a decision", min_length=1, max_length=1000)
+
+    @field_validator("room_prefix")
+    @classmethod
+    def _in_the_controllers_namespace(cls, prefix: str) -> str:
+        """The room ids the controller opens are in the namespace only its agent may create rooms in."""
+        if not prefix.startswith(CONTROLLER_ROOM_PREFIX):
+            raise ValueError(f"must start with {CONTROLLER_ROOM_PREFIX!r}: the controller's room ids, which no "
+                             "agent may take")
+        return prefix
 
 
 def open_conflict_room(act: Activation, p: OpenConflictRoom) -> Effect:

@@ -26,6 +26,11 @@ DECISION_EVENTS: Mapping[str, frozenset[str]] = {
     "conflict.resolved": frozenset({GOVERNOR_ROLE, "moderator"}),
     "review.done": frozenset({GOVERNOR_ROLE, "reviewer"}),
 }
+# The room ids the controller opens (its conflict rooms: ``<prefix><term>``). The prefix of every rule's
+# ``open_conflict_room`` must start with it (``engine.controller.actions``), and the World refuses an agent's
+# ``create_room`` with an id in it (only the controller's agent opens those), so nobody can take a conflict
+# room before the controller convenes it.
+CONTROLLER_ROOM_PREFIX = "conflict-"
 # The payload field in which ``append_event`` records the appender's workspace role on a decision event
 # (set by the runtime from the agent's row; an agent that supplies it is refused).
 ACTOR_ROLE_FIELD = "actor_role"
@@ -116,5 +121,6 @@ class PlanFilter(Model):
     epoch: str | None = None
 
 
-__all__ = ["ACTIONS", "ACTOR_ROLE_FIELD", "DECISION_EVENTS", "GOVERNOR_ROLE", "KINDS", "CapabilityClass", "Decision",
-           "PlanExpression", "PlanFilter", "PlanOperand", "PlanValue", "PlanVariable", "PrincipalRef", "ResourceRef"]
+__all__ = ["ACTIONS", "ACTOR_ROLE_FIELD", "CONTROLLER_ROOM_PREFIX", "DECISION_EVENTS", "GOVERNOR_ROLE", "KINDS",
+           "CapabilityClass", "Decision", "PlanExpression", "PlanFilter", "PlanOperand", "PlanValue", "PlanVariable",
+           "PrincipalRef", "ResourceRef"]

@@ -50,6 +50,7 @@ from engine.errors import (
     PMWError,
     PolicyEpochChanged,
     PolicyUnavailable,
+    RoomTaken,
     VersionConflict,
 )
 from engine.models.topology import EdgeType
@@ -296,6 +297,9 @@ class ControllerLoop:
                 w.create_room(me, d.reason, members=list(d.agents), room_id=d.room, op_id=f"{op}.open", cause=cause,
                               stop_condition=CONFLICT_ROOM_STOP)
             except AlreadyExists:
+                opened_by = (self.book.store.read.get("rooms", room_id=d.room) or {}).get("opened_by")
+                if opened_by != me:  # never seat agents in a room someone else opened (and owns)
+                    raise RoomTaken(d.room, str(opened_by), me) from None
                 for n, agent in enumerate(d.agents):
                     w.join_room(me, d.room, agent_id=agent, op_id=f"{op}.join{n}", cause=cause)
                 return

@@ -36,6 +36,7 @@ from engine.models.rooms import (
     parse_stop_condition,
 )
 from engine.policy.enforcement import Check
+from engine.policy.model import CONTROLLER_ROOM_PREFIX
 from engine.validation import build, check_id, check_int64
 from engine.world.core import Cause, Plan
 from engine.world.room_answers import RoomAnswerCalls
@@ -63,6 +64,18 @@ def membership_check(action: str, room_row: dict[str, Any], agent_id: str, membe
     return Check("room", str(room_row["room_id"]), action, {**room_row, "member": agent_id, "membership": membership})
 
 
+def _reserved_room(actor: str, room_id: str) -> str | None:
+    """Why ``actor`` may not open a room named ``room_id`` (``None``: it may): ids that start with
+    :data:`~engine.policy.model.CONTROLLER_ROOM_PREFIX` are the controller's (its conflict rooms), opened by
+    its agent only; an agent that took one first would own the room the governor's resolution must close."""
+    from engine.world import CONTROLLER_AGENT  # the package's constant (engine.world imports this module)
+
+    if room_id.startswith(CONTROLLER_ROOM_PREFIX) and actor != CONTROLLER_AGENT:
+        return f"{room_id!r} is in the controller's namespace ({CONTROLLER_ROOM_PREFIX}...): only {CONTROLLER_AGENT} " \
+               "opens those rooms"
+    return None
+
+
 class _StaleClose(Model):
     """The request of one room's close by the sweep (internal: ``close_stale_rooms`` is the command)."""
 
@@ -80,6 +93,9 @@ class RoomCalls(RoomAnswerCalls):
         :func:`~engine.models.rooms.parse_stop_condition` (else ``InvalidInput``, nothing written)."""
         req = build(CreateRoom, goal=goal, members=members or [], room_id=room_id, stop_condition=stop_condition,
                     context_scope=context_scope or {}, authority_scope=authority_scope or {})
+        check_id("actor", actor)
+        if req.room_id is not None and (refusal := _reserved_room(actor, req.room_id)) is not None:
+            raise InvalidInput("room_id", refusal)
 
         def plan(now: int) -> Plan:
             rid = req.room_id or self.ids.new("room")
