@@ -9,14 +9,13 @@ which the runtime never hands out. Time and ids come from the injected clock and
 
 from __future__ import annotations
 
-import re
-
 from engine.world.artifacts import ArtifactCalls
 from engine.world.channels import ChannelCalls
 from engine.world.core import Cause, WorldCore
 from engine.world.execute import ExecuteCalls
 from engine.world.handoffs import HandoffCalls
 from engine.world.memory import MemoryCalls
+from engine.world.op_ids import CONTROLLER_AGENT
 from engine.world.permissions import AllowedActions, Invoked, PermissionCalls
 from engine.world.policy_epochs import PolicyEpochReads
 from engine.world.projection import ProjectionCalls, WorldView
@@ -34,27 +33,6 @@ class World(ExecuteCalls, ChannelCalls, StateCalls, TaskCalls, ArtifactCalls, Me
             TopologyCalls, RoomCalls, ProjectionCalls, SnapshotCalls, PolicyEpochReads, PermissionCalls,
             SubscriptionCalls, WorldCore):
     """One persistent shared world over one store, as agents see it: every call decided by the policy."""
-
-    def _op_id_refusal(self, actor: str, op_id: str) -> str | None:
-        """Operation ids are one namespace, and some name writes that are not the caller's to make: taking one
-        first would block that write or have the caller's result replayed as its. Refused: the runtime book's
-        own (``<wake>:decide``, ``revoke-...``); the controller's (``ctl:...``) unless the caller is the
-        controller's agent; a wake's effects and ack (``<wake>:<n>``, ``<wake>:ack``) unless the caller is
-        the wake's target agent or the worker holding its lease."""
-        if _RUNTIME_OPS.search(op_id):
-            return f"{op_id!r} is reserved for the runtime's own bookkeeping (recorded decisions, revocations)"
-        if op_id.startswith("ctl:") and actor != CONTROLLER_AGENT:
-            return f"{op_id!r} is reserved for the controller ({CONTROLLER_AGENT})"
-        if (m := _WAKE_OPS.match(op_id)) is not None:
-            wake = self._store.read.get("wakes", wake_id=m[1])
-            if wake is not None and actor not in (wake["target_agent"], wake["lease_owner"]):
-                return f"{op_id!r} names a write of wake {m[1]!r}: only its target or the worker holding it"
-        return None
-
-
-CONTROLLER_AGENT = "pmw-controller"  # the controller's own agent (engine.runloop.follower registers it)
-_RUNTIME_OPS = re.compile(r":decide$|^revoke-")
-_WAKE_OPS = re.compile(r"^(wak_[0-9A-Za-z]+):")
 
 
 __all__ = ["CONTROLLER_AGENT", "AllowedActions", "Cause", "EventRef", "Invoked", "RevocationReport", "SnapshotRef",

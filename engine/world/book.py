@@ -36,6 +36,7 @@ from engine.world.agents import RegisterAgent
 from engine.world.controller_steps import ControllerStepCalls
 from engine.world.core import Plan
 from engine.world.decisions import DecisionCalls
+from engine.world.op_ids import ForeignOperationIds
 from engine.world.policy_epochs import RUNTIME_ACTOR, PolicyEpochCalls
 from engine.world.revocation import RevocationCalls
 from engine.world.snapshots import ImageCalls
@@ -67,7 +68,8 @@ class RuntimeBook(DecisionCalls, ControllerStepCalls, PolicyEpochCalls, Revocati
         self.policy = policy
         #: The agent-facing World: decided writes only, reads through the PDP, no path back to this book's door.
         self.world = World(store.read_only(), door=store.decided_door(), policy=policy, clock=clock, ids=ids,
-                           artifact_dir=artifact_dir, denials=self.record_denial)
+                           artifact_dir=artifact_dir, denials=self.record_denial,
+                           op_ids=ForeignOperationIds(store.read))
 
     def bootstrap_governor(self, agent_id: str, display_name: str, term_key: str, *,
                            op_id: str | None = None) -> Registration:

@@ -71,6 +71,7 @@ def request_hash(command: str, actor: str, request: BaseModel) -> str:
 
 
 DenialRecorder = Callable[[str, str, PolicyDenied], None]
+OpIdGuard = Callable[[str, str], str | None]  # (actor, op_id) -> why the actor may not use it, or None
 
 
 class WorldCore:
@@ -80,7 +81,7 @@ class WorldCore:
 
     def __init__(self, store: Store | ReadOnlyStore, *, door: Door, policy: Authorizer, clock: Clock | None = None,
                  ids: IdSource | None = None, artifact_dir: Path | None = None,
-                 denials: DenialRecorder | None = None) -> None:
+                 denials: DenialRecorder | None = None, op_ids: OpIdGuard | None = None) -> None:
         self._store = store
         self._door = door
         self._policy = policy
@@ -88,6 +89,7 @@ class WorldCore:
         self._ids: IdSource = ids or RandomIds()
         self._artifact_dir = artifact_dir
         self._denials = denials
+        self._op_ids = op_ids  # the agent-facing World's: engine.world.op_ids (None: the runtime's book)
 
     @property
     def clock(self) -> Clock:
@@ -104,10 +106,6 @@ class WorldCore:
         """Where artifact content is kept (content-addressed)."""
         return self._artifact_dir
 
-    def _op_id_refusal(self, actor: str, op_id: str) -> str | None:
-        """Why ``actor`` may not use ``op_id`` (``None``: it may). Operation ids are one namespace; the
-        agent-facing World refuses the ids of writes that are not the caller's (see ``World``)."""
-        return None
 
     # -- reads -------------------------------------------------------------------------------------
 
@@ -205,7 +203,8 @@ class WorldCore:
         and the gateway refuses an undecided write through any other door. ``caller``: who the request named
         as acting, when ``actor`` was derived from it (the operation's identity is the request as asked)."""
         check_id("actor", actor)
-        if op_id is not None and (refusal := self._op_id_refusal(actor, check_id("op_id", op_id))) is not None:
+        if op_id is not None and self._op_ids is not None and (
+                refusal := self._op_ids(actor, check_id("op_id", op_id))) is not None:
             raise InvalidInput("op_id", refusal)
         identity = caller if caller is not None else actor
         digest = request_hash(command, identity, request)

@@ -55,7 +55,7 @@ class PolicyEpochCalls(PolicyEpochReads):
     def activate_policy_epoch(self, epoch: str, source: str) -> PolicyEpoch:
         """Make ``epoch`` the current one (the runtime does this once the PDP is seen deciding under it).
         From then on a write decided under any other epoch is refused by the gateway. Idempotent."""
-        req = build(_Activate, epoch=epoch, source=source[:500] if isinstance(source, str) else source)
+        req = build(_Activate, epoch=epoch, source=source)
         current = self.current_policy_epoch()
         if current is not None and current.epoch == req.epoch:
             return current

@@ -85,9 +85,6 @@ def test_integers_too_long_to_print_are_refused(seeded: Seeded) -> None:
     assert failures == [], "\n".join(failures)
 
 
-@pytest.mark.xfail(strict=True, reason="activate_policy_epoch cuts an oversize source to 500 characters "
-                                       "(source[:500]) and activates the epoch instead of refusing it "
-                                       "(engine/world/policy_epochs.py)")
 def test_runtime_bookkeeping_refuses_every_kind_of_bad_value(seeded: Seeded) -> None:
     assert RUNTIME_PAIRS
     failures, _ = _matrix(seeded, RUNTIME_PAIRS, on_book=True)
