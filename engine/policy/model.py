@@ -25,6 +25,7 @@ GOVERNOR_ROLE = "governor"
 DECISION_EVENTS: Mapping[str, frozenset[str]] = {
     "conflict.resolved": frozenset({GOVERNOR_ROLE, "moderator"}),
     "review.done": frozenset({GOVERNOR_ROLE, "reviewer"}),
+    "review.requested": frozenset({GOVERNOR_ROLE, "reviewer"}),  # an independent review isolates its reviewer
 }
 # The room ids the controller opens (its conflict rooms: ``<prefix><term>``). The prefix of every rule's
 # ``open_conflict_room`` must start with it (``engine.controller.actions``), and the World refuses an agent's

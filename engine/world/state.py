@@ -12,8 +12,9 @@ from engine.models.state import StateEntry
 from engine.policy.attributes import GOVERNOR_ROLE
 from engine.policy.enforcement import Check
 from engine.policy.model import ACTOR_ROLE_FIELD, DECISION_EVENTS
-from engine.validation import build, check_int64
+from engine.validation import build, check_id, check_int64
 from engine.world.core import Cause, Plan, WorldCore
+from engine.world.event_types import append_refusal
 from engine.world.log_view import shown_records
 from store import Insert, Update
 
@@ -69,15 +70,19 @@ class StateCalls(WorldCore):
     def append_event(self, actor: str, event_type: str, payload: dict[str, Any] | None = None, *,
                      subject_kind: str = "world", subject_id: str = "world", op_id: str | None = None,
                      cause: Cause | None = None) -> EventRef:
-        """Append an event that changes no state (a message posted, a conflict raised, an approval).
+        """Append an event that changes no state (a claim asserted, a conflict raised, a delta noted).
 
-        The policy decides the event type (``event:append`` on the type): most types need ``state.write``;
-        a decision event (``DECISION_EVENTS``: ``conflict.resolved``, ``review.done``), which changes the
+        The World's own event types (every command's, the runtime book's) and the controller's records are
+        never appended by hand (``InvalidInput``, ``engine.world.event_types``). The policy decides the event
+        type (``event:append`` on the type): most types need ``state.write``; a decision event
+        (``DECISION_EVENTS``: ``conflict.resolved``, ``review.done``, ``review.requested``), which changes the
         controller's decisions, only the workspace roles the policy names for it. On a decision event the
         runtime records the appender's role in the payload (``actor_role``, from its row), which the
         controller checks again; a payload that brings its own ``actor_role`` is ``InvalidInput``."""
         req = build(AppendEvent, event_type=event_type, subject_kind=subject_kind, subject_id=subject_id,
                     payload=payload or {})
+        if (refusal := append_refusal(check_id("actor", actor), req.event_type, _controller_agent())) is not None:
+            raise InvalidInput("event_type", refusal)
         given = req.payload or {}
         decision = req.event_type in DECISION_EVENTS
         if decision and ACTOR_ROLE_FIELD in given:
@@ -114,3 +119,9 @@ class StateCalls(WorldCore):
     def _is_governor(self, agent_id: str) -> bool:
         row = self._store.read.get("agents", agent_id=agent_id)
         return row is not None and row["role_id"] == GOVERNOR_ROLE
+
+
+def _controller_agent() -> str:
+    from engine.world import CONTROLLER_AGENT  # the package's constant (engine.world imports this module)
+
+    return CONTROLLER_AGENT

@@ -60,11 +60,16 @@ def test_world_fact_changes_arrive_with_the_event(make_controller: MakeControlle
 def test_independent_review_isolates_the_reviewer(make_controller: MakeController) -> None:
     ctl = make_controller()
     [iso] = ctl.observe(event(1, "A", event_type="review.requested", subject="art1",
-                              payload={"reviewer": "R", "independent": True}))
+                              payload={"reviewer": "R", "independent": True, "actor_role": "reviewer"}))
     assert isinstance(iso, TopologyProposal)
     assert (iso.op, iso.agents, iso.reason) == (TopologyOp.ISOLATE, ("R",), "independent review of art1")
     assert ctl.observe(event(2, "A", event_type="review.requested", subject="art2",
-                             payload={"reviewer": "R", "independent": False})) == []
+                             payload={"reviewer": "R", "independent": False, "actor_role": "reviewer"})) == []
+    # a decision event: from a role the authority table does not name (or none recorded), it is ignored
+    for role in ("worker", None):
+        payload = {"reviewer": "R", "independent": True, **({"actor_role": role} if role else {})}
+        assert ctl.observe(event(3 if role else 4, "A", event_type="review.requested", subject="art3",
+                                 payload=payload)) == []
 
 
 def test_useful_delta_shares_unless_an_info_edge_exists(make_controller: MakeController) -> None:

@@ -82,6 +82,7 @@ def test_the_controller_shares_a_useful_delta_and_isolates_an_independent_review
     runner.run_until_quiet(max_rounds=20)
     assert ("a", "b", True) in edges(team)                  # shared: a -> b
     shared = team.get_topology(actor="gov").version
+    team.grant("gov", "c", role_id="reviewer")  # an independent review is requested by a reviewer (or governor)
     team.append_event("c", "review.requested", {"independent": True, "reviewer": "b"}, subject_kind="doc",
                       subject_id="doc")
     runner.run_until_quiet(max_rounds=20)
