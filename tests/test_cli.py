@@ -183,7 +183,7 @@ def test_agents_lifecycle(pmw: Pmw) -> None:
     assert pmw.js("agents", "activate", "term:t1")["status"] == "active"
     assert [a["agent_id"] for a in pmw.js("agents", "list", "--status", "active", actor="alice")] == ["alice"]
     assert pmw.js("agents", "show", "alice", actor="alice")["status"] == "active"
-    assert [s["session_id"] for s in pmw.js("agents", "sessions", "agent:alice")] == ["s-alice"]
+    assert [s["session_id"] for s in pmw.js("agents", "sessions", "agent:alice", actor="alice")] == ["s-alice"]
     assert pmw.js("agents", "relinquish", "session:s-alice")["status"] == "attached"
     assert pmw.js("agents", "detach", "session:s-alice")["status"] == "offline"
     # An offline agent cannot recover itself (offline-read-only; see the report): the governor re-registers

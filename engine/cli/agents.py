@@ -94,9 +94,9 @@ def show(ctx: typer.Context, agent_id: Annotated[str, typer.Argument(metavar="AG
 
 @group.command("sessions")
 def sessions(ctx: typer.Context, target: TargetArg) -> None:
-    """List the sessions a target names."""
-    with invocation(ctx) as run:
-        run.show(run.world.resolve_target(target))
+    """List the sessions a target names (those of agents --as may read)."""
+    with invocation(ctx, acting=True) as run:
+        run.show(run.world.resolve_target(target, actor=run.actor))
 
 
 @group.command("activate")

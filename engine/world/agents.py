@@ -120,9 +120,20 @@ class AgentCalls(WorldCore):
                         checks=[Check("agent", who, "grant", agent.model_dump(mode="json"))])
         return self._write("grant", actor, req, plan, Agent, op_id=op_id, cause=cause)
 
-    def resolve_target(self, target: Target | str) -> list[Session]:
+    def resolve_target(self, target: Target | str, *, actor: str | None = None) -> list[Session]:
         """Sessions named by an explicit target: an agent's sessions, a terminal's live sessions, or one
-        session. Raises :class:`TargetUnresolved` when it names nothing."""
+        session. Raises :class:`TargetUnresolved` when it names nothing. A read: with a PDP, ``actor`` is
+        required (``InvalidInput``) and sees the sessions of the agents it may read (``agent:read``)."""
+        reader = self._reader(actor)
+        sessions = self._sessions_of(target)
+        if reader is None or not self._policy.external or not sessions:
+            return sessions
+        agents = self._store.read.rows("agents", {"agent_id": sorted({s.agent_id for s in sessions})})
+        readable = {str(a["agent_id"]) for a in self._readable(reader, "agent", agents, "agent_id")}
+        return [s for s in sessions if s.agent_id in readable]
+
+    def _sessions_of(self, target: Target | str) -> list[Session]:
+        """The sessions ``target`` names, undecided (the calls that act on them decide their writes)."""
         t = self._target(target)
         if t.session_id is not None:
             rows = self._store.read.rows("sessions", {"session_id": t.session_id})
@@ -158,7 +169,7 @@ class AgentCalls(WorldCore):
         caller = check_id("actor", actor) if actor is not None else ""
         if (done := self._replayed(f"session.{action}", caller, req, Session, op_id)) is not None:
             return done  # a retry: answered before the target (which the first attempt changed) is resolved
-        sessions = self.resolve_target(t)
+        sessions = self._sessions_of(t)
         if len(sessions) != 1:
             raise TargetUnresolved(str(t), f"names {len(sessions)} sessions; {action} needs exactly one")
         s = sessions[0]
@@ -203,7 +214,7 @@ class AgentCalls(WorldCore):
         caller = check_id("actor", actor) if actor is not None else ""
         if (done := self._replayed("unregister_agent", caller, req, _SessionList, op_id)) is not None:
             return done.sessions  # a retry: answered before the target is resolved again
-        sessions = self.resolve_target(t)
+        sessions = self._sessions_of(t)
         who = actor or (sessions[0].agent_id if sessions else t.agent_id)
         if who is None:
             raise TargetUnresolved(str(t), "names no agent")
@@ -254,6 +265,9 @@ class AgentCalls(WorldCore):
     def _target(target: Target | str) -> Target:
         if isinstance(target, Target):
             return target
+        if not isinstance(target, str):
+            raise InvalidInput("target", f"must be a target (agent:ID, term:KEY, session:ID), not "
+                                         f"{type(target).__name__}")
         try:
             return Target.parse(target)
         except ValueError as exc:

@@ -2,7 +2,8 @@
 
 A message goes to one agent, to ``any`` (first claim wins), to a role or platform pool (first claim by a
 matching agent wins) or to ``all`` active agents except the sender (one delivery each). Unread listing
-takes an explicit target; a named receiver must be among the target's live identities.
+takes an explicit target; a named receiver must be among the target's live identities; what it shows is
+decided as its reader (``actor``), never as the target.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.commands.messages import AckMessage, ClaimMessage, SendMessage
-from engine.errors import NotPermitted, TargetUnresolved
+from engine.errors import InvalidInput, NotPermitted, TargetUnresolved
 from engine.models.agents import Agent, Target
 from engine.models.channels import (
     DELIVERY_LIFECYCLE,
@@ -22,12 +23,13 @@ from engine.models.channels import (
 )
 from engine.models.common import Model
 from engine.policy.enforcement import Check
-from engine.validation import build, check_id
+from engine.validation import build, check_id, check_int64
 from engine.world.agents import AgentCalls
 from engine.world.core import Cause, Plan, WorldCore
 from store import Change, Insert
 
 MAX_FANOUT = 10_000
+MAX_UNREAD = 10_000
 
 
 class Sent(Model):
@@ -66,9 +68,15 @@ class ChannelCalls(AgentCalls):
                     payload={"channel": req.channel, "recipient_kind": req.recipient_kind.value,
                              "deliveries": len(deliveries)})
 
-    def unread(self, target: Target | str, *, receiver: str | None = None, limit: int = 100) -> list[Inbox]:
+    def unread(self, target: Target | str, *, receiver: str | None = None, limit: int = 100,
+               actor: str | None = None) -> list[Inbox]:
         """Messages waiting for the live identities the explicit ``target`` names (or for ``receiver``,
-        which must be one of them)."""
+        which must be one of them), at most ``limit`` (1 to 10,000). A read, decided as ``actor``: with a
+        PDP ``actor`` is required (``InvalidInput``) and sees the deliveries it may read (``message:read``:
+        its own, pool messages, a governor every one), whoever the target names."""
+        reader = self._reader(actor)
+        if not 1 <= check_int64("limit", limit) <= MAX_UNREAD:
+            raise InvalidInput("limit", f"{limit!r} is not a whole number from 1 to {MAX_UNREAD}")
         agents = self._live_agents(target)
         if receiver is not None:
             check_id("receiver", receiver)
@@ -86,15 +94,14 @@ class ChannelCalls(AgentCalls):
             if d["recipient_kind"] in ("any", "role", "platform") and m["sender"] in own:
                 continue  # a pool message is not for its own sender
             out.append(Inbox(message=Message.model_validate(m), delivery=Delivery.model_validate(d)))
-        if self._policy.external:  # each reader sees only what the policy lets it read
-            reader = receiver or agents[0].agent_id
+        if reader is not None and self._policy.external:  # the reader sees only what the policy lets it read
             rows = [{**i.delivery.model_dump(mode="json"), "sender": i.message.sender} for i in out]
             allowed = {r["delivery_id"] for r in self._readable(reader, "message", rows, "delivery_id")}
             out = [i for i in out if i.delivery.delivery_id in allowed]
         return out
 
     def _live_agents(self, target: Target | str) -> list[Agent]:
-        sessions = self.resolve_target(target)
+        sessions = self._sessions_of(target)
         ids = sorted({s.agent_id for s in sessions if s.status.value in ("active", "attached")})
         if not ids:
             raise TargetUnresolved(str(target), "no active or attached identity")

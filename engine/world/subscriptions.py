@@ -47,16 +47,23 @@ class SubscriptionCalls(WorldCore):
                         checks=[Check("agent", who, "subscribe", agent)])
         return self._write("subscribe", actor, req, plan, Subscription, op_id=op_id, cause=cause)
 
-    def subscriptions(self, *, agent_id: str | None = None, subject_id: str | None = None) -> list[Subscription]:
-        """Active subscriptions (of ``agent_id`` / to ``subject_id``). Runtime read: who follows what is
-        routing data, not content."""
+    def subscriptions(self, *, agent_id: str | None = None, subject_id: str | None = None,
+                      actor: str | None = None) -> list[Subscription]:
+        """Active subscriptions (of ``agent_id`` / to ``subject_id``). A read, decided as ``actor``: with a PDP
+        ``actor`` is required (``InvalidInput``) and sees the subscriptions of the agents it may read
+        (``agent:read``)."""
+        reader = self._reader(actor)
         where: dict[str, object] = {"active": True}
         if agent_id is not None:
             where["agent_id"] = check_id("agent_id", agent_id)
         if subject_id is not None:
-            where["subject_id"] = subject_id
-        return [Subscription.model_validate(r) for r in self._store.read.rows(
-            "subscriptions", where, order_by=("agent_id", "subject_id"))]
+            where["subject_id"] = build(Subscribe, subject_id=subject_id, agent_id=None).subject_id
+        rows = self._store.read.rows("subscriptions", where, order_by=("agent_id", "subject_id"))
+        if reader is not None and self._policy.external and rows:
+            agents = self._store.read.rows("agents", {"agent_id": sorted({str(r["agent_id"]) for r in rows})})
+            readable = {str(a["agent_id"]) for a in self._readable(reader, "agent", agents, "agent_id")}
+            rows = [r for r in rows if r["agent_id"] in readable]
+        return [Subscription.model_validate(r) for r in rows]
 
 
 __all__ = ["Subscription", "SubscriptionCalls"]

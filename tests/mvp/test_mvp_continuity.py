@@ -105,7 +105,7 @@ def test_mvp01_a_task_resumes_in_a_new_conversation_from_the_world(pworld: World
     nudge(pworld, task.task_id, "please start")
     runner.run_until_quiet(max_rounds=20)
     assert first.seen[0][1] == []
-    (old,) = pworld.resolve_target("alice")
+    (old,) = pworld.resolve_target("alice", actor="alice")
     pworld.detach_session(f"session:{old.session_id}")  # the conversation ends
     assert pworld.get_agent("alice", actor=GOV).status.value == "offline"
 
@@ -122,7 +122,7 @@ def test_mvp01_a_task_resumes_in_a_new_conversation_from_the_world(pworld: World
     done = pworld.get_task(task.task_id, actor=GOV)
     assert (done.status.value, done.assignee) == ("completed", "alice")
     assert done.result == {"sections": SECTIONS, "source": "the figures come from the Q3 sheet"}
-    sessions = {s.session_id: s.status.value for s in pworld.resolve_target("alice")}
+    sessions = {s.session_id: s.status.value for s in pworld.resolve_target("alice", actor="alice")}
     assert sessions == {old.session_id: "offline", reg.session.session_id: "active"}
     assert reg.agent.capability_profile == {"capabilities": ["memory.write", "state.write", "task.create",
                                                              "task.work"]}
