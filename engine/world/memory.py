@@ -29,7 +29,7 @@ from engine.commands.memory import (
     SupersedeMemory,
 )
 from engine.commands.memory import BreakGlassRead as BreakGlassCommand
-from engine.errors import InvalidInput, NotPermitted
+from engine.errors import IllegalTransition, InvalidInput, NotPermitted, PolicyDenied, VersionConflict
 from engine.models.common import Id, Model, TimeUs
 from engine.models.memory import MEMORY_LIFECYCLE, Memory, MemoryScope, MemoryStatus
 from engine.policy.enforcement import Check
@@ -106,6 +106,8 @@ class MemoryCalls(WorldCore):
         check_id("memory_id", memory_id)
         check_id("actor", actor)
         if self._policy.external:
+            if self._store.read.get("memory", memory_id=memory_id) is None:
+                self._refuse_unless_visible(actor, "read", memory_id, None, "get_memory")
             return self._get(Memory, "memory", "memory", memory_id, actor, memory_id=memory_id)
         mem = self._load(Memory, "memory", "memory", memory_id, memory_id=memory_id)
         if not self._can_see(actor, mem):
@@ -119,11 +121,14 @@ class MemoryCalls(WorldCore):
         ``"<room_id>/<agent_id>"``). Decided by the PDP (``memory:break_glass``: live governors only) and
         recorded as a ``memory.break_glass_read`` event (actor, what, whose, ``reason``) that is committed
         before the content is returned; the event holds no content. A retry with the same ``op_id``
-        records nothing new. ``PolicyDenied`` (recorded as a denial) for anyone else, ``NotFound`` for
-        nothing by that id, ``InvalidInput`` for a bad kind, id or empty reason."""
+        records nothing new. ``PolicyDenied`` (recorded as a denial) for anyone else, decided before
+        anything is looked up (so it is the same whether or not ``ident`` names anything); ``NotFound``
+        (to a governor) for nothing by that id; ``InvalidInput`` for a bad kind, id or empty reason."""
         req = build(BreakGlassCommand, kind=kind, ident=ident, reason=reason)
         if not req.reason.strip():
             raise InvalidInput("reason", "a break-glass read says why")
+        self._sealed_key(req)  # the id's form only: nothing is read yet
+        self._authorize(check_id("actor", actor), [Check("memory", req.ident, "break_glass")], "break_glass_read")
         event_id = self.ids.new("evt")
 
         def plan(now: int) -> Plan:
@@ -140,17 +145,39 @@ class MemoryCalls(WorldCore):
         memory = self._load(Memory, "memory", "memory", done.memory_id, memory_id=done.memory_id)
         return BreakGlassRead(record=done, memory=memory)
 
-    def _sealed_row(self, req: BreakGlassCommand) -> dict[str, Any]:
+    @staticmethod
+    def _sealed_key(req: BreakGlassCommand) -> tuple[str, str | None]:
+        """What a break-glass request names, checked (``InvalidInput``): a memory id, or a room and an agent."""
         if req.kind == "memory":
-            check_id("ident", req.ident)
-            return self._row("memory", "memory", req.ident, memory_id=req.ident)
+            return check_id("ident", req.ident), None
         room_id, sep, agent_id = req.ident.partition("/")
         if not sep:
             raise InvalidInput("ident", "a room answer is named <room_id>/<agent_id>")
-        check_id("ident", room_id)
-        check_id("ident", agent_id)
-        answer = self._row("room_answers", "room_answer", req.ident, room_id=room_id, agent_id=agent_id)
+        return check_id("ident", room_id), check_id("ident", agent_id)
+
+    def _sealed_row(self, req: BreakGlassCommand) -> dict[str, Any]:
+        first, agent_id = self._sealed_key(req)
+        if agent_id is None:
+            return self._row("memory", "memory", first, memory_id=first)
+        answer = self._row("room_answers", "room_answer", req.ident, room_id=first, agent_id=agent_id)
         return self._row("memory", "memory", str(answer["memory_id"]), memory_id=answer["memory_id"])
+
+    def _refuse_unless_visible(self, actor: str, action: str, memory_id: str, row: dict[str, Any] | None,
+                               command: str) -> None:
+        """With a PDP: raise ``PolicyDenied`` for ``action`` (recorded as a denial) when ``actor`` may neither
+        read nor break-glass the memory (``row``: as it is, or ``None`` for none by that id). Called where the
+        World would otherwise answer from its own rules (not found, owner, status, version), which would
+        tell the asker about memory it may not see (``allowed_actions`` answers the same)."""
+        if not self._policy.external:
+            return
+        read, glass = self._policy.decide(actor, [Check("memory", memory_id, "read", row),
+                                                 Check("memory", memory_id, "break_glass", row)])
+        if read.allowed("read") or glass.allowed("break_glass"):
+            return
+        denied = PolicyDenied(actor, action, "memory", memory_id, read.epoch)
+        if self._denials is not None:
+            self._denials(actor, command, denied)
+        raise denied
 
     def _can_see(self, actor: str, mem: Memory) -> bool:
         if mem.scope in (MemoryScope.SHARED, MemoryScope.ARCHIVE) or mem.owner == actor:
@@ -264,10 +291,20 @@ class MemoryCalls(WorldCore):
         """The lifecycle transition ``action`` of the memory ``req`` names (``reason`` and ``other``: what the
         event's payload records)."""
         def plan(now: int) -> Plan:
-            plan, _ = self._transition(Memory, "memory", "memory", req.memory_id, MEMORY_LIFECYCLE, action, now,
-                                       expected_version=req.expected_version, values=values, check=check,
-                                       extra=extra(now) if extra else (),
-                                       payload={"reason": reason, "other": other})
+            try:
+                plan, _ = self._transition(Memory, "memory", "memory", req.memory_id, MEMORY_LIFECYCLE, action,
+                                           now, expected_version=req.expected_version, values=values, check=check,
+                                           extra=extra(now) if extra else (),
+                                           payload={"reason": reason, "other": other})
+            except (NotPermitted, IllegalTransition, VersionConflict) as refusal:
+                if isinstance(refusal, PolicyDenied):
+                    raise
+                # the World's own rules would tell about the memory (owner, status, version): not to one
+                # who may not see it
+                self._refuse_unless_visible(actor, action, req.memory_id,
+                                            self._store.read.get("memory", memory_id=req.memory_id),
+                                            f"{action}_memory")
+                raise
             return plan
         return self._write(f"{action}_memory", actor, req, plan, Memory, op_id=op_id, cause=cause)
 

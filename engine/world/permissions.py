@@ -54,6 +54,10 @@ OBJECT_TABLES: dict[str, tuple[str, str]] = {
         "message": "deliveries", "approval": "approvals"}.items()
 }
 SIDE_EFFECTS = ("S0", "S1", "S2", "S3")
+#: Kinds whose objects may be sealed from their asker (private memory, unrevealed answers): a question about
+#: one it may neither read nor break-glass gets the policy's refusal only, existing or not.
+SEALED_KINDS = frozenset({"memory"})
+HIDDEN_REASON = "refused: policy"
 
 
 class AllowedActions(Model):
@@ -192,7 +196,9 @@ class PermissionCalls(ApprovalCalls):
         return self._row(table, kind, ident, **{key: ident})
 
     def _object_rows(self, objects: Sequence[tuple[str, str]]) -> list[tuple[str, str, dict[str, Any] | None]]:
-        """The rows of many objects: one IN query per kind; ``NotFound`` for the first missing one."""
+        """The rows of many objects: one IN query per kind; ``NotFound`` for the first missing one, except
+        for a sealed kind (:data:`SEALED_KINDS`), whose missing object is answered as one its asker may not
+        see (``None`` row; see :meth:`allowed_actions_batch`)."""
         wanted: dict[str, set[str]] = {}
         for kind, ident in objects:
             if kind not in KINDS:
@@ -206,14 +212,18 @@ class PermissionCalls(ApprovalCalls):
                 found[(kind, str(row[key]))] = row
         out: list[tuple[str, str, dict[str, Any] | None]] = []
         for kind, ident in objects:
-            if kind in OBJECT_TABLES and (kind, ident) not in found:
+            if kind in OBJECT_TABLES and kind not in SEALED_KINDS and (kind, ident) not in found:
                 raise NotFound(kind, ident)
             out.append((kind, ident, found.get((kind, ident))))
         return out
 
     def allowed_actions(self, actor: str, kind: str, ident: str) -> AllowedActions:
         """Every action ``actor`` may or may not take on one object (one PDP call), with the reason for
-        each refused one: the answer the calls will give."""
+        each refused one: the answer the calls will give. On an object of a sealed kind (memory) that
+        ``actor`` may neither read nor break-glass, every action is refused as ``policy`` ("refused:
+        policy"), with no reason of the World's own rules (owner, status) and the same answer whether or
+        not the object exists (the policy allows such an asker no action on it but ``create``, which no
+        call takes on an existing object)."""
         return self.allowed_actions_batch(actor, [(kind, ident)])[0]
 
     def allowed_actions_batch(self, actor: str, objects: Sequence[tuple[str, str]]) -> list[AllowedActions]:
@@ -227,8 +237,15 @@ class PermissionCalls(ApprovalCalls):
         decisions = self._policy.decide_actions(actor, loaded)
         as_target = self._decided_as_targets(actor, loaded)
         now = self.clock.now_us()
-        return [self._answer(actor, row, d, as_target.get(ident) if kind == "wake" else None, now)
-                for (kind, ident, row), d in zip(loaded, decisions, strict=True)]
+        out = []
+        for (kind, ident, row), d in zip(loaded, decisions, strict=True):
+            hidden = kind in SEALED_KINDS and self._policy.external and not (
+                d.allowed("read") or d.allowed("break_glass"))
+            if row is None and kind in OBJECT_TABLES and not hidden:
+                raise NotFound(kind, ident)  # (a sealed kind's missing object, to one who may see it)
+            out.append(self._answer(actor, row, d, as_target.get(ident) if kind == "wake" else None, now,
+                                    hidden=hidden))
+        return out
 
     def _decided_as_targets(self, actor: str, loaded: Sequence[tuple[str, str, dict[str, Any] | None]]
                             ) -> dict[str, Decision]:
@@ -243,11 +260,16 @@ class PermissionCalls(ApprovalCalls):
         return out
 
     def _answer(self, actor: str, row: dict[str, Any] | None, decision: Decision, as_target: Decision | None,
-                now: int) -> AllowedActions:
+                now: int, *, hidden: bool = False) -> AllowedActions:
+        """The answer for one object; ``hidden``: ``actor`` may not see it (nor break-glass it), so every
+        action is the policy's refusal and says nothing more (see :meth:`allowed_actions`)."""
         refused: dict[str, Refusal] = {}
         why: dict[str, str] = {}
         passed = []
         for action in ACTIONS[decision.kind]:
+            if hidden:
+                refused[action], why[action] = Refusal.POLICY, HIDDEN_REASON
+                continue
             world_says = self._world_refusal(actor, decision.kind, action, row, now)
             if world_says is not None:
                 refused[action], why[action] = world_says
@@ -260,7 +282,7 @@ class PermissionCalls(ApprovalCalls):
         return AllowedActions(kind=decision.kind, id=decision.id,
                               allowed=sorted(a for a in ACTIONS[decision.kind] if a not in refused),
                               denied=sorted(refused), policy_epoch=decision.epoch,
-                              derived_roles=decision.derived_roles, refused=refused, why=why)
+                              derived_roles=[] if hidden else decision.derived_roles, refused=refused, why=why)
 
     def _policy_answers(self, actor: str, decision: Decision, as_target: Decision | None,
                         row: dict[str, Any] | None, actions: list[str]) -> list[tuple[str, bool, str | None]]:

@@ -78,8 +78,9 @@ def test_the_task_lifecycle_walked(team: World) -> None:
 def test_the_memory_review_path_walked(team: World) -> None:
     m = team.store_memory("alice", "the sky is green", "hypothesis").memory_id
     steps = [
-        ("rita", "review", lambda: team.review_memory("rita", m), "illegal_transition"),  # not a candidate yet
-        ("bob", "propose", lambda: team.propose_memory("bob", m), "not_assignee"),  # not the owner
+        # private memory is sealed from everyone but its owner: the policy answers first (no status, no owner)
+        ("rita", "review", lambda: team.review_memory("rita", m), "policy"),
+        ("bob", "propose", lambda: team.propose_memory("bob", m), "policy"),
         ("alice", "propose", lambda: team.propose_memory("alice", m), "allowed"),
         ("alice", "review", lambda: team.review_memory("alice", m), "not_assignee"),  # no self-review
         ("bob", "review", lambda: team.review_memory("bob", m), "policy"),  # not a reviewer
