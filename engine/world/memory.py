@@ -33,11 +33,12 @@ from engine.errors import IllegalTransition, InvalidInput, NotPermitted, PolicyD
 from engine.models.common import Id, Model, TimeUs
 from engine.models.memory import MEMORY_LIFECYCLE, Memory, MemoryScope, MemoryStatus
 from engine.policy.enforcement import Check
-from engine.validation import build, check_id
+from engine.validation import build, check_id, check_int64
 from engine.world.core import Cause, Plan, WorldCore
 from store import Change, Insert, Update
 
 MAX_REVOKE_CASCADE = 1000
+MAX_LIST_MEMORY = 100_000
 # What stands in a row image (or a result) for the content of memory its reader may not read.
 SEALED_MARK = "sealed"
 
@@ -272,8 +273,10 @@ class MemoryCalls(WorldCore):
         return list(seen.values())
 
     def list_memory(self, actor: str, *, limit: int = 500) -> list[Memory]:
-        """Memory ``actor`` may see by scope, newest first."""
+        """Memory ``actor`` may see by scope, newest first, at most ``limit`` (1 to 100,000)."""
         check_id("actor", actor)
+        if not 1 <= check_int64("limit", limit) <= MAX_LIST_MEMORY:
+            raise InvalidInput("limit", f"{limit!r} is not a whole number from 1 to {MAX_LIST_MEMORY}")
         if self._policy.external:
             now = self.clock.now_us()
             live = [m for m in self._list(Memory, "memory", "memory", actor, {}, order_by=("updated_at_us",),

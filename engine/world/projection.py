@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
-from engine.errors import NotPermitted
+from engine.errors import InvalidInput, NotPermitted
 from engine.models.agents import Agent
 from engine.models.artifacts import Artifact
 from engine.models.common import Model
@@ -27,10 +27,11 @@ from engine.models.tasks import Task
 from engine.policy.attributes import GOVERNOR_ROLE
 from engine.policy.model import PlanFilter
 from engine.projection_score import Features, ProjectionWeights, top, widened_budget
-from engine.validation import check_id
+from engine.validation import check_id, check_int64, invalid_from
 from engine.world.core import WorldCore
 
 DEFAULT_BUDGET = 200
+MAX_BUDGET = 10_000
 CANDIDATE_FACTOR = 4  # how many candidates per kept item each section reads, newest first
 _UNCERTAIN = {EpistemicType.HYPOTHESIS, EpistemicType.OPEN_QUESTION}
 _AUTHORITY = {MemoryStatus.SHARED: 1.0, MemoryStatus.IN_REVIEW: 0.5, MemoryStatus.CANDIDATE: 0.5,
@@ -60,7 +61,7 @@ class WorldView(Model):
 
 class ProjectionCalls(WorldCore):
     def project_world(self, agent_id: str, *, budget: int = DEFAULT_BUDGET, task_id: str | None = None,
-                      weights: ProjectionWeights | None = None, widen: bool | None = None,
+                      weights: ProjectionWeights | Mapping[str, float] | None = None, widen: bool | None = None,
                       actor: str | None = None) -> WorldView:
         """What ``agent_id`` may see now, scored and cut to ``budget`` items per section (``task_id``:
         the task it works on, for relevance; ``widen``: force or forbid widening). ``actor`` (default: the
@@ -68,8 +69,10 @@ class ProjectionCalls(WorldCore):
         unrevealed blind answer included) in its view: a governor's view of another agent shows none of
         it (reading it takes ``break_glass_read``, which is recorded)."""
         check_id("agent_id", agent_id)
-        budget = max(1, min(int(budget), 10_000))
-        w = weights or ProjectionWeights()
+        budget = max(1, min(check_int64("budget", budget), MAX_BUDGET))  # clamped, as it always was
+        w = _weights(weights)
+        if widen is not None and not isinstance(widen, bool):
+            raise InvalidInput("widen", f"must be true, false or None, not {type(widen).__name__}")
         read = self._store.read
         position, now = read.last_seq(), self.clock.now_us()
         agent = self._load(Agent, "agents", "agent", agent_id, agent_id=agent_id)
@@ -150,6 +153,23 @@ class ProjectionCalls(WorldCore):
         best = top(((ident, features(i)) for ident, i in by_id.items()), size, w)
         scores.update({ident: round(s, 6) for ident, s in best})
         return [by_id[ident] for ident, _ in best]
+
+
+def _weights(weights: object) -> ProjectionWeights:
+    """The scoring weights: ``None`` (the defaults), a :class:`ProjectionWeights` (validated again: it may
+    have been built without validation) or a mapping of its fields; anything else is ``InvalidInput``."""
+    if weights is None:
+        return ProjectionWeights()
+    if isinstance(weights, ProjectionWeights):
+        weights = {name: getattr(weights, name, None) for name in ProjectionWeights.model_fields}
+    if not isinstance(weights, Mapping):
+        fields = ", ".join(ProjectionWeights.model_fields)
+        raise InvalidInput("weights", f"must be projection weights (a mapping of {fields}), "
+                                      f"not {type(weights).__name__}")
+    try:
+        return ProjectionWeights.model_validate(dict(weights))
+    except ValidationError as exc:
+        raise invalid_from(exc, "weights") from exc
 
 
 def _sensitivity(scope: dict[str, Any]) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from engine.commands.subscriptions import Subscribe
+from engine.errors import InvalidInput
 from engine.models.common import Id, Model, TimeUs, Version
 from engine.policy.enforcement import Check
 from engine.validation import build, check_id
@@ -57,6 +58,8 @@ class SubscriptionCalls(WorldCore):
         if agent_id is not None:
             where["agent_id"] = check_id("agent_id", agent_id)
         if subject_id is not None:
+            if not isinstance(subject_id, str):
+                raise InvalidInput("subject_id", f"must be a string, not {type(subject_id).__name__}")
             where["subject_id"] = build(Subscribe, subject_id=subject_id, agent_id=None).subject_id
         rows = self._store.read.rows("subscriptions", where, order_by=("agent_id", "subject_id"))
         if reader is not None and self._policy.external and rows:

@@ -34,6 +34,8 @@ class TopologyCalls(WorldCore):
         changed twice, both ends registered agents that are not unregistered, and deactivating only an
         edge that exists. With ``expected_topology_version`` the transaction applies only on that version
         (else ``VersionConflict`` with the current one)."""
+        if not isinstance(changes, list | tuple):
+            raise InvalidInput("changes", f"must be a list of edge changes, not {type(changes).__name__}")
         req = build(ChangeTopology, changes=[c.model_dump() if isinstance(c, EdgeChange) else c for c in changes],
                     expected_topology_version=expected_topology_version, reason=reason)
         return self._topology_write("change_topology", actor, req, lambda now: self._plan_topology(actor, req, now),

@@ -14,16 +14,17 @@ from typing import Any
 from pydantic import BaseModel
 
 from engine.commands.wakes import AckWake, CancelWake, ClaimWake, EnqueueWake, WriteReceipt
-from engine.errors import AlreadyExists, LeaseHeld, NotFound, OperationConflict, VersionConflict
+from engine.errors import AlreadyExists, InvalidInput, LeaseHeld, NotFound, OperationConflict, VersionConflict
 from engine.models.receipts import Decision, Outcome, Receipt, ReceiptBody
 from engine.models.traces import Trace, TraceBody
 from engine.models.wakes import WAKE_LIFECYCLE, EnqueueResult, Wake, WakeStatus
 from engine.policy.enforcement import Check
-from engine.validation import build, check_id, parse_enum
+from engine.validation import build, check_id, check_int64, parse_enum
 from engine.world.core import Cause, Plan, WorldCore
 from store import Change, Insert, Update
 
 MAX_CLAIM_CANDIDATES = 16
+MAX_TRACES = 10_000
 
 
 class _KeyTaken(Exception):  # an internal signal from a plan, never raised to a caller
@@ -276,7 +277,10 @@ class WakeCalls(WorldCore):
         return Trace.model_validate(row)
 
     def list_traces(self, *, agent_id: str | None = None, limit: int = 100, actor: str | None = None) -> list[Trace]:
-        """The most recent traces (of ``agent_id``), newest first, those of wakes ``actor`` may read."""
+        """The most recent traces (of ``agent_id``), newest first, at most ``limit`` (1 to 10,000), those of
+        wakes ``actor`` may read."""
+        if not 1 <= check_int64("limit", limit) <= MAX_TRACES:
+            raise InvalidInput("limit", f"{limit!r} is not a whole number from 1 to {MAX_TRACES}")
         where = {"agent_id": check_id("agent_id", agent_id)} if agent_id is not None else {}
         rows = self._store.read.rows("traces", where, order_by=("finished_at_us", "trace_id"), limit=limit,
                                     descending=True)
