@@ -85,7 +85,7 @@ def test_mvp05_private_memory_is_invisible_to_other_agents(pworld: World) -> Non
     """MVP test 5 (private memory invisible to others): Alice stores a private note and publishes a pointer to
     it in shared state. The controller wakes Bob (he follows that key). Bob's view does not contain the note,
     his trace never retrieved it, reading it is denied by the PDP, and acting on it (proposing it for
-    review) is refused (a ``failed`` receipt saying so). Alice herself still sees it."""
+    review) is refused by the policy (a ``denied`` receipt saying so, naming no owner). Alice herself still sees it."""
     add_agent(pworld, "alice", ["state.write", "memory.write"])
     add_agent(pworld, "bob", ["state.write", "memory.write"])
     pworld.subscribe("bob", "alice-status")
@@ -117,11 +117,12 @@ def test_mvp05_private_memory_is_invisible_to_other_agents(pworld: World) -> Non
     assert note.memory_id not in {m.memory_id for m in pworld.list_memory("bob")}
     with pytest.raises(PolicyDenied):
         pworld.get_memory("bob", note.memory_id)
-    # refused by the runtime's ownership check before the PDP is asked: a typed NotPermitted, which the
-    # worker records as ``failed`` (only a PDP deny, PolicyDenied, becomes ``denied``; docs/protocol.md)
-    assert outcomes(pworld, "bob") == ["failed"]
+    # refused by the PDP before the runtime's ownership check could speak (memory bob may not see tells him
+    # nothing, not even its owner: docs/policy.md): a PolicyDenied, which the worker records as ``denied``
+    assert outcomes(pworld, "bob") == ["denied"]
     (refusal,) = pworld.list_receipts(agent_id="bob", actor=GOV)
-    assert refusal.reason == f"'bob' may not propose memory '{note.memory_id}': owned by alice"
+    assert (refusal.reason or "").startswith(f"'bob' may not propose memory '{note.memory_id}': denied by policy")
+    assert "alice" not in (refusal.reason or "")
     (bob_wake,) = wakes_of(pworld, "bob")
     assert bob_wake.cause == "subscriber"
     assert f"memory:{note.memory_id}" not in pworld.get_trace(bob_wake.wake_id, actor=GOV).retrieved_refs
