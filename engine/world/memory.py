@@ -29,7 +29,7 @@ from engine.commands.memory import (
     SupersedeMemory,
 )
 from engine.commands.memory import BreakGlassRead as BreakGlassCommand
-from engine.errors import IllegalTransition, InvalidInput, NotPermitted, PolicyDenied, VersionConflict
+from engine.errors import IllegalTransition, InvalidInput, NotFound, NotPermitted, PolicyDenied, VersionConflict
 from engine.models.common import Id, Model, TimeUs
 from engine.models.memory import MEMORY_LIFECYCLE, Memory, MemoryScope, MemoryStatus
 from engine.policy.enforcement import Check
@@ -299,11 +299,11 @@ class MemoryCalls(WorldCore):
                                            now, expected_version=req.expected_version, values=values, check=check,
                                            extra=extra(now) if extra else (),
                                            payload={"reason": reason, "other": other})
-            except (NotPermitted, IllegalTransition, VersionConflict) as refusal:
+            except (NotFound, NotPermitted, IllegalTransition, VersionConflict) as refusal:
                 if isinstance(refusal, PolicyDenied):
                     raise
-                # the World's own rules would tell about the memory (owner, status, version): not to one
-                # who may not see it
+                # the World's own rules would tell about the memory (that it exists, its owner, status,
+                # version): not to one who may not see it
                 self._refuse_unless_visible(actor, action, req.memory_id,
                                             self._store.read.get("memory", memory_id=req.memory_id),
                                             f"{action}_memory")

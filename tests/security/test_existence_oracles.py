@@ -60,11 +60,20 @@ CALLS: dict[str, Callable[[World, str], Any]] = {
 
 @pytest.mark.parametrize("call", sorted(CALLS))
 def test_calls_on_memory_one_may_not_see_are_refused_by_policy_first(secrets: World, call: str) -> None:
-    for ident in ("m-secret", "m-nonexistent") if call in ("break_glass memory", "get_memory") else ("m-secret",):
+    for ident in ("m-secret", "m-nonexistent"):
         with pytest.raises(PolicyDenied) as denied:
             CALLS[call](secrets, ident)
         assert "alice" not in str(denied.value) and "private" not in str(denied.value)
     assert secrets.get_memory("alice", "m-secret").content == "ALICE-SECRET"  # unchanged
+
+
+def test_only_who_may_break_glass_is_told_that_memory_does_not_exist(secrets: World) -> None:
+    with pytest.raises(NotFound):
+        secrets.get_memory(GOV, "m-nonexistent")
+    with pytest.raises(NotFound):
+        secrets.propose_memory(GOV, "m-nonexistent")
+    with pytest.raises(PolicyDenied):  # an ordinary agent, even one with memory of its own, is not
+        secrets.get_memory("alice", "m-nonexistent")
 
 
 def test_break_glass_on_a_sealed_answer_tells_no_one_but_a_governor_who_answered(secrets: World) -> None:
