@@ -21,7 +21,7 @@ from engine.world.policy_epochs import PolicyEpochReads
 from engine.world.projection import ProjectionCalls, WorldView
 from engine.world.revocation import RevocationReport
 from engine.world.rooms import RoomCalls
-from engine.world.snapshots import SnapshotCalls, SnapshotRef
+from engine.world.snapshots import SnapshotRef
 from engine.world.state import EventRef, StateCalls
 from engine.world.subscriptions import SubscriptionCalls
 from engine.world.tasks import TaskCalls
@@ -30,7 +30,7 @@ from engine.world.wakes import WakeCalls
 
 
 class World(ExecuteCalls, ChannelCalls, StateCalls, TaskCalls, ArtifactCalls, MemoryCalls, WakeCalls, HandoffCalls,
-            TopologyCalls, RoomCalls, ProjectionCalls, SnapshotCalls, PolicyEpochReads, PermissionCalls,
+            TopologyCalls, RoomCalls, ProjectionCalls, PolicyEpochReads, PermissionCalls,
             SubscriptionCalls, WorldCore):
     """One persistent shared world over one store, as agents see it: every call decided by the policy."""
 

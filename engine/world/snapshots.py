@@ -29,11 +29,6 @@ class _TakeSnapshot(Model):
     """The request of a snapshot (no fields: the image is the whole state at the current position)."""
 
 
-class SnapshotCalls(WorldCore):
-    """The agent-facing World has no snapshot calls: a whole-state image is the runtime's (:class:`ImageCalls`).
-    Kept as an empty base while the World still lists it."""
-
-
 class ImageCalls(WorldCore):
     """The whole state, undecided: runtime and test calls on :class:`~engine.world.book.RuntimeBook` only
     (an image holds every private memory and sealed answer, so no agent-facing object offers it)."""
