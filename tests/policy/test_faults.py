@@ -44,6 +44,18 @@ def _snapshot(world: World) -> dict[str, object]:
     return book_of(world).store.read.counts_and_versions()
 
 
+def _stop(pid: int) -> None:
+    """SIGSTOP ``pid`` and wait until the kernel shows it stopped: the signal takes effect asynchronously, and
+    on a loaded machine a process still running for a few milliseconds after ``kill`` returns answers a
+    request sent in that window (seen: one run in about ten under a CPU hog)."""
+    os.kill(pid, signal.SIGSTOP)
+    status = Path(f"/proc/{pid}/status")
+    deadline = time.monotonic() + 5  # bounded
+    while "\nState:\tT" not in status.read_text() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert "\nState:\tT" in status.read_text(), status.read_text()
+
+
 def _write_once_the_pdp_answers(world: World) -> int:
     """Work resumes: retry (bounded) while the channel reconnects to the PDP that came back; each refused
     attempt writes nothing, so the write applies exactly once."""
@@ -74,7 +86,7 @@ def test_a_killed_pdp_fails_closed_and_work_resumes_after_restart(fragile: World
 def test_a_hung_pdp_times_out_and_writes_nothing(fragile: World, own_pdp: ManagedPdp) -> None:
     assert own_pdp.pid is not None
     before = _snapshot(fragile)
-    os.kill(own_pdp.pid, signal.SIGSTOP)
+    _stop(own_pdp.pid)
     try:
         started = time.monotonic()
         with pytest.raises(PolicyUnavailable, match="DEADLINE_EXCEEDED"):
@@ -131,7 +143,7 @@ def test_faults_mid_run_never_let_a_write_through(fragile: World, own_pdp: Manag
         own_pdp.start()
         wait_for(successes, successes[0])  # work resumed
         refused = failures[0]
-        os.kill(own_pdp.pid, signal.SIGSTOP)
+        _stop(own_pdp.pid)
         try:
             wait_for(failures, refused)  # the hung PDP timed out at least once
         finally:
