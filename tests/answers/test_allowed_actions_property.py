@@ -22,19 +22,14 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from engine.errors import (
-    AlreadyExists,
-    IllegalTransition,
-    LeaseHeld,
-    NotFound,
-    NotPermitted,
     PMWError,
-    PolicyDenied,
 )
 from engine.models.wakes import WakeStatus
 from engine.policy.cerbos_adapter import CerbosPdp
 from engine.policy.model import ACTIONS
 from engine.sources import ManualClock
 from engine.world import World
+from tests.answers.conftest import expected_reason
 from tests.conftest import add_agent, close_world, open_pdp_world
 
 AGENTS = ("a", "b", "c")
@@ -43,15 +38,6 @@ CAPABILITIES = ("task.create", "task.assign", "task.work", "memory.write", "memo
                 "room.open", "message.send", "wake.enqueue", "artifact.write")
 
 
-def expected_reason(error: PMWError) -> str:
-    """The reason an answer must have given for a call that raised ``error`` (issue 9's mapping)."""
-    if isinstance(error, PolicyDenied):
-        return "policy"
-    if isinstance(error, IllegalTransition | AlreadyExists):
-        return "illegal_transition"
-    if isinstance(error, NotPermitted | LeaseHeld | NotFound):
-        return "not_assignee"
-    raise AssertionError(f"the call failed for a reason no answer gives: {error!r}")
 
 
 @dataclass

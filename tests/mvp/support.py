@@ -11,7 +11,7 @@ from engine.models.agents import Agent
 from engine.models.events import Event
 from engine.models.receipts import Receipt
 from engine.models.wakes import Wake
-from engine.protocol.adapters import AgentAdapter, AgentDecision, Effect, RuleAgent
+from engine.protocol.adapters import AgentAdapter, AgentDecision, AppendEvent, Effect, RuleAgent
 from engine.runloop import InProcessRunner
 from engine.sources import ManualClock
 from engine.world import World
@@ -105,3 +105,13 @@ def outcomes(world: World, agent: str) -> list[str]:
     """The outcomes of ``agent``'s wakes, in wake order."""
     receipts = receipts_by_wake(world, wakes_of(world, agent))
     return [receipts[w.wake_id].outcome.value for w in wakes_of(world, agent)]
+
+
+def claim(term: str, value: str) -> Rule:
+    """A rule that asserts once, as its agent, that ``term`` is ``value`` (``claim.asserted``: the controller
+    contests two agents' different claims on one term)."""
+    def rule(agent: Agent, view: WorldView, wake: Wake) -> AgentDecision:
+        return act(AppendEvent(event_type="claim.asserted",
+                               payload={"term": term, "claim": f"{agent.agent_id}-says", "value": value}))
+    return once(rule)
+

@@ -11,7 +11,7 @@ import pytest
 from engine.errors import PolicyDenied
 from engine.models.agents import Agent
 from engine.models.wakes import Wake
-from engine.protocol.adapters import AgentDecision, AppendEvent, CommitAnswer, Discuss, JoinRoom, RuleAgent, StoreMemory
+from engine.protocol.adapters import AgentDecision, CommitAnswer, Discuss, JoinRoom, RuleAgent, StoreMemory
 from engine.runloop import CONTROLLER_AGENT
 from engine.world import World
 from engine.world.projection import WorldView
@@ -20,6 +20,7 @@ from tests.mvp.support import (
     GOV,
     act,
     assert_every_wake_has_one_receipt,
+    claim,
     clock,
     controller_decisions,
     events_of,
@@ -33,13 +34,6 @@ TERM = "launch-date"
 ROOM = f"conflict-{TERM}"
 
 
-def claim(value: str) -> Any:
-    def rule(agent: Agent, view: WorldView, wake: Wake) -> AgentDecision:
-        return act(AppendEvent(event_type="claim.asserted",
-                               payload={"term": TERM, "claim": f"{agent.agent_id}-says", "value": value}))
-    return once(rule)
-
-
 def facts(world: World, kind: str) -> list[dict[str, Any]]:
     return [f for f in book_of(world).controller_facts("main") if f["kind"] == kind]
 
@@ -48,8 +42,8 @@ def contradicting_claims(world: World, resolver: Any = None) -> Any:
     """A says the launch is on the 3rd, B on the 10th; both are woken by hand (the governor asks)."""
     add_agent(world, "a", ["state.write"])
     add_agent(world, "b", ["state.write"])
-    runner = runner_for(world, {"a": RuleAgent([claim("2026-03-03"), *([resolver] if resolver else [])]),
-                                "b": RuleAgent([claim("2026-03-10")])})
+    runner = runner_for(world, {"a": RuleAgent([claim(TERM, "2026-03-03"), *([resolver] if resolver else [])]),
+                                "b": RuleAgent([claim(TERM, "2026-03-10")])})
     world.enqueue_wake(GOV, "a", "when is the launch?", "ask-a")
     world.enqueue_wake(GOV, "b", "when is the launch?", "ask-b")
     return runner

@@ -21,17 +21,10 @@ from engine.world import World
 from engine.world.projection import WorldView
 from tests.conftest import REPO, add_agent, book_of
 from tests.controller.support import event
-from tests.mvp.support import GOV, act, events_of, once, outcomes, runner_for
+from tests.mvp.support import GOV, act, claim, events_of, outcomes, runner_for
 
 TERM = "launch-date"
 ROOM = f"conflict-{TERM}"
-
-
-def claim(value: str) -> Any:
-    def rule(agent: Agent, view: WorldView, wake: Wake) -> AgentDecision:
-        return act(AppendEvent(event_type="claim.asserted",
-                               payload={"term": TERM, "claim": f"{agent.agent_id}-says", "value": value}))
-    return once(rule)
 
 
 def self_resolve(agent: Agent, view: WorldView, wake: Wake) -> AgentDecision | None:
@@ -45,8 +38,8 @@ def self_resolve(agent: Agent, view: WorldView, wake: Wake) -> AgentDecision | N
 def conflict(world: World) -> Any:
     add_agent(world, "a", ["state.write"])
     add_agent(world, "b", ["state.write"])
-    runner = runner_for(world, {"a": RuleAgent([claim("2026-03-03"), self_resolve]),
-                                "b": RuleAgent([claim("2026-03-10")])})
+    runner = runner_for(world, {"a": RuleAgent([claim(TERM, "2026-03-03"), self_resolve]),
+                                "b": RuleAgent([claim(TERM, "2026-03-10")])})
     world.enqueue_wake(GOV, "a", "when is the launch?", "ask-a")
     world.enqueue_wake(GOV, "b", "when is the launch?", "ask-b")
     runner.run_until_quiet(max_rounds=30)
