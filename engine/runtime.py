@@ -127,14 +127,7 @@ class Runtime:
         started = time.monotonic()
         previous = self.book.current_policy_epoch()
         deployment = governance.deploy(source or self.settings.policy_dir, self.deploy_root(self.settings))
-        self.pdp.reload()
-        if isinstance(self.book.policy, PdpAuthorizer):
-            self.book.policy.plan_memo.clear()  # plans of the old set are keyed by its epoch anyway
-        deadline = time.monotonic() + observe_timeout_s
-        while (seen := probe_epoch(self.pdp)) != deployment.epoch:
-            if time.monotonic() > deadline:
-                raise PolicyUnavailable(f"the PDP still decides under {seen!r} after reloading {deployment.epoch!r}")
-            time.sleep(0.05)
+        self._reload_pdp_until(deployment.epoch, observe_timeout_s)
         self.book.activate_policy_epoch(deployment.epoch, str(source or self.settings.policy_dir))
         observed = time.monotonic()
         revoked = self.book.recheck_queued_work(deployment.epoch)
@@ -152,16 +145,27 @@ class Runtime:
             raise PolicyUnavailable("the world has no policy epoch to follow")
         if probe_epoch(self.pdp) == current.epoch:
             return current.epoch
-        if self.managed is not None:
-            self.pdp.reload()
+        if self.managed is None:  # an external PDP is governance's to reload: wait for it
+            self._observe(current.epoch, observe_timeout_s)
+        else:
+            self._reload_pdp_until(current.epoch, observe_timeout_s)
+        return current.epoch
+
+    def _reload_pdp_until(self, epoch: str, timeout_s: float) -> None:
+        """Reload the PDP from its policy store and wait until it decides under ``epoch``."""
+        self.pdp.reload()
+        self._observe(epoch, timeout_s)
+
+    def _observe(self, epoch: str, timeout_s: float) -> None:
+        """Wait (bounded) until the PDP decides under ``epoch``; ``PolicyUnavailable`` if it does not in time.
+        Remembered plans are forgotten (they are keyed by epoch; the old set's are of no further use)."""
         if isinstance(self.book.policy, PdpAuthorizer):
             self.book.policy.plan_memo.clear()
-        deadline = time.monotonic() + observe_timeout_s
-        while (seen := probe_epoch(self.pdp)) != current.epoch:
+        deadline = time.monotonic() + timeout_s
+        while (seen := probe_epoch(self.pdp)) != epoch:
             if time.monotonic() > deadline:
-                raise PolicyUnavailable(f"the PDP decides under {seen!r}; the world's epoch is {current.epoch!r}")
+                raise PolicyUnavailable(f"the PDP decides under {seen!r}, not {epoch!r}")
             time.sleep(0.05)
-        return current.epoch
 
     def explain(self, principal_id: str, kind: str, ident: str, action: str) -> Explanation:
         """The decision for (principal, object, action), with the derived roles that applied and the
