@@ -9,6 +9,7 @@ of a test. Nothing reachable from a World leads to its book."""
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,6 +18,8 @@ import pytest
 from engine.policy.cerbos_adapter import CerbosPdp
 from engine.policy.enforcement import LocalScopeRules, PdpAuthorizer
 from engine.policy.pdp_process import ManagedPdp
+from engine.runtime import Runtime
+from engine.settings import load_settings
 from engine.sources import ManualClock, SeededIds
 from engine.world import World
 from engine.world.book import RuntimeBook, open_world
@@ -209,3 +212,16 @@ def pworld(tmp_path: Path, pdp_client: CerbosPdp) -> Iterator[World]:
     w = open_pdp_world(f"sqlite:///{tmp_path / 'world.db'}", pdp_client, tmp_path / "artifacts")
     yield w
     close_world(w)
+
+
+def runtime_on_policy_copy(tmp_path: Path, name: str = "policies") -> Runtime:
+    """A runtime (with its own PDP) over a SQLite world in ``tmp_path``, deciding with a copy of the
+    repository's policies at ``tmp_path / name`` that the test may edit and reload; governor ``gov``
+    bootstrapped and active. The caller closes it."""
+    source = tmp_path / name
+    shutil.copytree(REPO / "policies", source)
+    rt = Runtime.open(load_settings(db_url=f"sqlite:///{tmp_path / 'data' / 'w.db'}", policy_dir=source))
+    rt.book.bootstrap_governor("gov", "Governor", "t-gov")
+    rt.world.activate_session("term:t-gov")
+    return rt
+

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,8 +9,7 @@ import pytest
 
 from engine.errors import PolicyRejected
 from engine.runtime import Runtime
-from engine.settings import load_settings
-from tests.conftest import REPO, add_agent
+from tests.conftest import add_agent, runtime_on_policy_copy
 
 CONTRACTOR_RULES = """
     # Contractors may no longer take queued work (added by a governance change in this test).
@@ -27,11 +25,7 @@ CONTRACTOR_RULES = """
 
 @pytest.fixture
 def runtime(tmp_path: Path, policy_deployment: Path) -> Iterator[Runtime]:  # policy_deployment: needs Cerbos
-    source = tmp_path / "policies"
-    shutil.copytree(REPO / "policies", source)
-    rt = Runtime.open(load_settings(db_url=f"sqlite:///{tmp_path / 'data' / 'w.db'}", policy_dir=source))
-    rt.book.bootstrap_governor("gov", "Governor", "t-gov")
-    rt.world.activate_session("term:t-gov")
+    rt = runtime_on_policy_copy(tmp_path, "policies")
     yield rt
     rt.close()
 

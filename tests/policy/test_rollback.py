@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine.runtime import Runtime, probe_epoch
-from engine.settings import load_settings
-from tests.conftest import REPO, add_agent
+from tests.conftest import REPO, add_agent, runtime_on_policy_copy
 
 EXTRA_RULE = """
     # A governance change of this test: nobody may write the key "frozen".
@@ -26,11 +25,7 @@ EXTRA_RULE = """
 
 @pytest.fixture
 def runtime(tmp_path: Path, policy_deployment: Path) -> Iterator[Runtime]:  # policy_deployment: needs Cerbos
-    a = tmp_path / "policies-a"
-    shutil.copytree(REPO / "policies", a)
-    rt = Runtime.open(load_settings(db_url=f"sqlite:///{tmp_path / 'data' / 'w.db'}", policy_dir=a))
-    rt.book.bootstrap_governor("gov", "Governor", "t-gov")
-    rt.world.activate_session("term:t-gov")
+    rt = runtime_on_policy_copy(tmp_path, "policies-a")
     yield rt
     rt.close()
 
