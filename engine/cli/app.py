@@ -7,6 +7,7 @@ import typer
 from engine.cli import (
     agents,
     artifacts,
+    audit,
     commands,
     events,
     handoffs,
@@ -19,6 +20,7 @@ from engine.cli import (
     simulate,
     state,
     tasks,
+    tokens,
     topology,
     wakes,
     world_cmds,
@@ -76,13 +78,14 @@ def root(
 for _name, _module in (("agents", agents), ("state", state), ("tasks", tasks), ("memory", memory),
                        ("wakes", wakes), ("handoffs", handoffs), ("receipts", receipts), ("events", events),
                        ("artifacts", artifacts), ("topology", topology), ("policy", policy),
-                       ("rooms", rooms)):
+                       ("rooms", rooms), ("tokens", tokens)):
     app.add_typer(_module.group, name=_name)
 world_cmds.register(app)
 permissions.register(app)
 runloop_cmds.register(app)
 simulate.register(app)
 commands.register(app)
+audit.register(app)
 
 
 def main() -> None:

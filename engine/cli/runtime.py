@@ -86,6 +86,14 @@ class Run:
         return self.runtime.world
 
     @property
+    def governance(self) -> Any:
+        """The governance calls (``engine.service.governance.GovernanceCalls``) of this invocation's runtime:
+        policy history, reload, explain, shadow, audit. Every call takes the acting governor first."""
+        from engine.service.governance import GovernanceCalls
+
+        return GovernanceCalls(self.runtime)
+
+    @property
     def book(self) -> RuntimeBook:
         """The runtime's own bookkeeping (``pmw init``'s bootstrap, workers, controllers, shadow replays)."""
         return self.runtime.book

@@ -1,0 +1,1 @@
+"""The runtime's service layer: what ``pmw serve`` exposes beside the World (governance calls, the HTTP API)."""
