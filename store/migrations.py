@@ -25,6 +25,7 @@ from store.schema import (
     OPERATIONS_VIEW,
     RECENCY_INDEXES,
     TABLES,
+    agent_tokens,
     approvals,
     metadata,
     policy_activations,
@@ -36,7 +37,7 @@ MIGRATION_4_TABLES = ("controller_positions", "controller_facts", "subscriptions
 
 _ADVISORY_LOCK_ID = 0x504D5701  # "PMW" 1
 # tables that later migrations create
-_LATER = {"policy_epochs", "approvals", "policy_activations", *MIGRATION_4_TABLES}
+_LATER = {"policy_epochs", "approvals", "policy_activations", "agent_tokens", *MIGRATION_4_TABLES}
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,10 @@ def _policy_activations(conn: Connection) -> None:
     policy_activations.create(conn, checkfirst=True)
 
 
+def _agent_tokens(conn: Connection) -> None:
+    agent_tokens.create(conn, checkfirst=True)
+
+
 def _recency_indexes(conn: Connection) -> None:
     for index in RECENCY_INDEXES:
         index.create(conn, checkfirst=True)
@@ -84,6 +89,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "recency indexes for the projection; due-wake index", _recency_indexes),
     Migration(6, "policy activations: every activation of an epoch in order (a rollback re-activates an old one)",
               _policy_activations),
+    Migration(7, "agent tokens: issued, expiring, revocable credentials, stored as a hash of the secret",
+              _agent_tokens),
 )
 
 

@@ -486,6 +486,30 @@ traces = Table(
     sqlite_with_rowid=False,
 )
 
+# -- migration 7: agent tokens (the served mode's credentials) ---------------------------------------------
+# One row per token an agent was issued. The secret is never stored: ``secret_sha256`` is the sha256 (hex)
+# of the token's 32 random bytes, compared in constant time (``engine.auth.tokens``). Not a state table:
+# credentials are no projection an image or a snapshot should carry; the column is marked ``credential``
+# so that nothing that shows row images shows it (``engine.world.log_view``).
+CREDENTIAL_COLUMNS: dict[str, tuple[str, ...]] = {"agent_tokens": ("secret_sha256",)}
+
+agent_tokens = Table(
+    "agent_tokens", metadata,
+    _id("token_id", primary_key=True),
+    _id("agent_id", ForeignKey("agents.agent_id"), nullable=False),
+    Column("secret_sha256", String(64), nullable=False, info={"credential": True}),
+    Column("scope", String(20), nullable=False),
+    Column("label", String(200)),
+    _id("issued_by", nullable=False),
+    Column("created_at_us", BigInteger, nullable=False),
+    Column("expires_at_us", BigInteger),               # NULL: never expires
+    Column("revoked_at_us", BigInteger),               # NULL: not revoked
+    _id("revoked_by"),
+    Column("version", BigInteger, nullable=False),
+    Index("ix_agent_tokens_agent", "agent_id"),
+    sqlite_with_rowid=False,
+)
+
 # -- migration 5: recency indexes for the projection (newest first, LIMIT: no sort of the whole table) --------
 # (Attached to their tables, so a new database gets them with migration 1; migration 5 adds them to an
 # existing one.)
@@ -514,4 +538,4 @@ def primary_key(table: Table) -> tuple[str, ...]:
     return tuple(c.name for c in table.primary_key.columns)
 
 
-__all__ = ["STATE_TABLES", "TABLES", "metadata", "primary_key"]
+__all__ = ["CREDENTIAL_COLUMNS", "STATE_TABLES", "TABLES", "metadata", "primary_key"]

@@ -44,8 +44,10 @@ class CapabilityClass(StrEnum):
 
 
 # Every action of every kind, by capability class (docs/policy-contract.md).
+# ``issue_token`` / ``revoke_token`` / ``list_tokens``: an agent's tokens (``engine.world.tokens``), decided on
+# the agent they authenticate as.
 _MUTATIONS: dict[str, tuple[str, ...]] = {
-    "agent": ("register", "update", "grant", "unregister", "subscribe"),
+    "agent": ("register", "update", "grant", "unregister", "subscribe", "issue_token", "revoke_token"),
     "state": ("write",),
     "task": ("create", "assign", "claim", "complete", "fail", "release", "abort"),
     "artifact": ("create", "version"),
@@ -62,11 +64,14 @@ _MUTATIONS: dict[str, tuple[str, ...]] = {
     "tool": (),
     "event": ("append",),
 }
+# Reads besides ``read`` (capability class read).
+_READS: dict[str, tuple[str, ...]] = {"agent": ("list_tokens",)}
 _UNREAD = frozenset({"tool", "event"})  # kinds with no read action (an event is read through the log)
 _INVOKABLE = frozenset({"state", "artifact", "memory", "tool"})
 
 ACTIONS: dict[str, dict[str, CapabilityClass]] = {
     kind: {**({} if kind in _UNREAD else {"read": CapabilityClass.READ}),
+           **dict.fromkeys(_READS.get(kind, ()), CapabilityClass.READ),
            **({"invoke": CapabilityClass.INVOKE} if kind in _INVOKABLE else {}),
            **dict.fromkeys(mutations, CapabilityClass.MUTATE)}
     for kind, mutations in _MUTATIONS.items()
