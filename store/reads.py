@@ -147,15 +147,21 @@ class Reader:
             row = conn.execute(_COUNTS_AND_VERSIONS).mappings().one()
         return {str(k): int(v) for k, v in row.items()}
 
-    def due_wakes(self, now_us: int, limit: int, target_agent: str | None = None) -> list[Row]:
+    def due_wakes(self, now_us: int, limit: int, target_agent: str | None = None, *,
+                  target_agents: Sequence[str] | None = None) -> list[Row]:
         """Pending wakes due now, and claimed wakes whose lease expired: highest priority first. A wake
-        whose target is offline waits (it is not due until the agent is back) and blocks nobody."""
+        whose target is offline waits (it is not due until the agent is back) and blocks nobody. Only
+        ``target_agent``'s wakes, or only those of ``target_agents`` (an empty sequence: none), if given."""
+        if target_agents is not None and not target_agents:
+            return []
         due = or_(and_(wakes.c.status == "pending", wakes.c.not_before_us <= now_us),
                   and_(wakes.c.status == "claimed", wakes.c.lease_until_us < now_us))
         online = select(agents.c.agent_id).where(agents.c.status != "offline")
         stmt = select(wakes).where(due, wakes.c.target_agent.in_(online))
         if target_agent is not None:
             stmt = stmt.where(wakes.c.target_agent == target_agent)
+        if target_agents is not None:
+            stmt = stmt.where(wakes.c.target_agent.in_(list(target_agents)))
         stmt = stmt.order_by(wakes.c.priority.desc(), wakes.c.not_before_us, wakes.c.wake_id).limit(limit)
         with self._conn() as conn:
             return [dict(r) for r in conn.execute(stmt).mappings()]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from engine.commands.base import Command
 from engine.commands.fields import INT64_MAX, Id, Int64, Payload, Reason, Refs, TimeUs
@@ -20,6 +20,7 @@ MAX_WAKE_CAUSE_CHARS = 200
 MAX_IDEMPOTENCY_KEY_CHARS = 256
 MAX_LEASE_SECONDS = 86400.0
 MAX_EPOCH_CHARS = 100
+MAX_CLAIM_AGENTS = 1000
 
 
 class EnqueueWake(Command):
@@ -46,9 +47,10 @@ class EnqueueWake(Command):
 
 
 class ClaimWake(Command):
-    """Lease the most urgent due wake (only ``agent_id``'s, if given) for ``lease_seconds``, or return
-    nothing if none is due. Expired leases are reclaimed; concurrent claimers never get the same wake. The
-    caller is the worker; what is decided is the wake's target agent's authority."""
+    """Lease the most urgent due wake (only ``agent_id``'s, or only those of the agents in ``agent_ids``, if
+    given; at most one of the two) for ``lease_seconds``, or return nothing if none is due (an empty
+    ``agent_ids`` claims nothing). Expired leases are reclaimed; concurrent claimers never get the same
+    wake. The caller is the worker; what is decided is the wake's target agent's authority."""
 
     name = "claim_wake"
     events = ("wake.claim",)
@@ -56,7 +58,22 @@ class ClaimWake(Command):
     ref_field = "wake_id"
 
     agent_id: Id | None = None
+    agent_ids: list[Id] | None = Field(default=None, max_length=MAX_CLAIM_AGENTS, description=(
+        "Claim only wakes of these agents (a worker: the agents it runs)."))
     lease_seconds: float = Field(default=30.0, gt=0, le=MAX_LEASE_SECONDS)
+
+    @field_validator("agent_ids")
+    @classmethod
+    def _one_filter(cls, value: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        if value is not None and info.data.get("agent_id") is not None:
+            raise ValueError("give agent_id or agent_ids, not both")
+        return value
+
+    def targets(self) -> list[str] | None:
+        """The agents whose wakes may be claimed, sorted and without repeats (``None``: any agent's)."""
+        if self.agent_id is not None:
+            return [self.agent_id]
+        return sorted(set(self.agent_ids)) if self.agent_ids is not None else None
 
 
 class _ReceiptFields(Command):

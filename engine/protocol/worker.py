@@ -9,6 +9,10 @@ Every effect carries the wake's chain as its correlation id (and the operation i
 the controller can tell how deep in a cascade the resulting events are. The ack writes the run's trace
 (seed 000 §55: what was retrieved, used, decided and committed, cost and latency; never the agent's
 reasoning) in the same transaction as the receipt.
+
+The act and receipt half of the protocol (:class:`WakeProtocol`) is shared by the in-process
+:class:`Worker`, whose adapters decide, and the pull path (:mod:`engine.protocol.pull`), where an external
+agent decides: the receipts and traces of both are written by the same code.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from engine.models.receipts import Decision, Outcome, Receipt
 from engine.models.traces import TraceBody
 from engine.models.wakes import Wake
 from engine.protocol.adapters import AgentAdapter, AgentDecision, Effect
-from engine.world import Cause
+from engine.world import Cause, World
 from engine.world.book import RuntimeBook
 from engine.world.projection import WorldView
 
@@ -60,23 +64,109 @@ class Cycle:
     receipt: Receipt
 
 
-class Worker:
-    """Runs wakes for the agents it has adapters for. ``worker_id`` names its leases. The worker is runtime
+@dataclass(frozen=True)
+class Shown:
+    """What a run was shown, as its trace reports it: the references of the projection (ids, never contents)
+    and the size of the projection as JSON."""
+
+    retrieved: list[str]
+    context_bytes: int
+
+    @classmethod
+    def of(cls, view: WorldView | None) -> Shown:
+        if view is None:
+            return cls([], 0)
+        return cls(_retrieved(view), len(orjson.dumps(view.model_dump(mode="json"))))
+
+
+class WakeProtocol:
+    """The act and receipt half of the protocol for wakes leased to ``worker_id``: carry a decision's effects
+    out as the wake's target agent (operation ids ``<wake_id>:<n>``, the wake's chain as correlation id) and
+    ack with one receipt and the run's trace. The caller has recorded the decision (``book.record_decision``)
+    before calling :meth:`act`."""
+
+    def __init__(self, book: RuntimeBook, worker_id: str) -> None:
+        self.book = book
+        self.world = book.world
+        self.worker_id = worker_id
+        self.crash_before_ack = 0  # crash (SimulatedCrash) this many times, each after a wake's effects
+
+    def act(self, wake: Wake, agent_id: str, decided: AgentDecision, started: int, shown: Shown) -> Cycle:
+        """Apply ``decided``'s effects as ``agent_id`` and ack ``wake`` with the typed outcome: ``denied``,
+        ``conflict`` or ``failed`` at the first effect refused so (the effects before it stay committed and
+        are named by the receipt), else ``acted`` (``no_action`` for that decision or no effects). Raises
+        ``PolicyUnavailable`` and ``PolicyEpochChanged`` with nothing more written: the wake stays leased."""
+        if decided.decision is Decision.NO_ACTION or not decided.effects:
+            return self._finish(wake, decided, Outcome.NO_ACTION, decided.reason, started, shown=shown)
+        chain = wake.payload.get("chain")
+        cause = Cause(causation_id=wake.cause_event_id,
+                      correlation_id=chain if isinstance(chain, str) and chain else wake.wake_id)
+        refs: list[str] = []
+        for index, effect in enumerate(decided.effects):
+            try:
+                op_id = f"{wake.wake_id}:{index}"
+                ref = self._apply(agent_id, effect, op_id, cause)
+                refs.append(ref if _REF.match(ref) else op_id)  # e.g. a state key with "/": its operation
+            except PolicyDenied as exc:
+                return self._finish(wake, decided, Outcome.DENIED, exc.message, started, refs, shown)
+            except PolicyEpochChanged:
+                raise  # not a conflict of the agent's: decided under a stale epoch; decided again after resync
+            except ConflictError as exc:
+                return self._finish(wake, decided, Outcome.CONFLICT, exc.message, started, refs, shown)
+            except PolicyUnavailable:
+                raise  # fail closed: the wake stays leased and is retried after the lease
+            except PMWError as exc:
+                return self._finish(wake, decided, Outcome.FAILED, exc.message, started, refs, shown)
+        if self.crash_before_ack > 0:
+            self.crash_before_ack -= 1
+            raise SimulatedCrash(f"{self.worker_id} crashed before acking {wake.wake_id}")
+        return self._finish(wake, decided, Outcome.ACTED, decided.reason, started, refs, shown)
+
+    def _apply(self, actor: str, effect: Effect, op_id: str, cause: Cause) -> str:
+        """Carry out one effect as ``actor``: its command through ``world.execute`` (the PDP, then the
+        gateway); returns what it wrote (the effect's ref of the result, else the operation id)."""
+        result = self.world.execute(actor, effect.command(), op_id=op_id, cause=cause)
+        return effect.ref(result) or op_id
+
+    def _finish(self, wake: Wake, decided: AgentDecision | None, outcome: Outcome, reason: str | None,
+                started: int, refs: list[str] | None = None, shown: Shown | None = None) -> Cycle:
+        """Ack ``wake`` (op id ``<wake_id>:ack``: a retried ack returns the first receipt) with its trace."""
+        shown = shown or Shown([], 0)
+        trace = TraceBody(
+            worker_id=self.worker_id, retrieved_refs=shown.retrieved[:MAX_TRACE_REFS],
+            tools=[e.effect for e in decided.effects] if decided else [],
+            decisions=[{"decision": decided.decision.value, "reason": decided.reason,
+                        "effects": len(decided.effects)}] if decided else [],
+            commits=refs or [], started_at_us=started, result=reason,
+            cost={"context_items": len(shown.retrieved), "context_bytes": shown.context_bytes,
+                  "effects": len(decided.effects) if decided else 0})
+        receipt = self.world.ack_wake(
+            self.worker_id, wake.wake_id, (decided.decision if decided else Decision.NO_ACTION).value,
+            outcome=outcome.value, reason=reason, action_refs=refs or [], op_id=f"{wake.wake_id}:ack",
+            observed_state_version=wake.base_state_version, trace=trace)
+        return Cycle(wake=wake, decision=decided, receipt=receipt)
+
+
+class Worker(WakeProtocol):
+    """Runs wakes for the agents it has adapters for, and claims no other agent's wakes (they wait for the
+    worker or external agent that runs them). ``worker_id`` names its leases. The worker is runtime
     machinery: it holds the runtime's book (to record decisions) and acts through ``book.world``."""
 
     def __init__(self, book: RuntimeBook, worker_id: str, adapters: dict[str, AgentAdapter], *,
                  lease_seconds: float = DEFAULT_LEASE_S) -> None:
-        self.book = book
-        self.world = book.world
-        self.worker_id = worker_id
+        super().__init__(book, worker_id)
         self.adapters = adapters
         self.lease_seconds = lease_seconds
-        self.crash_before_ack = 0  # crash (SimulatedCrash) this many times, each after a wake's effects
 
     def run_once(self, agent_id: str | None = None) -> Cycle | None:
-        """Claim and run the most urgent due wake (of ``agent_id``, if given); ``None`` if none is due."""
+        """Claim and run the most urgent due wake of an agent this worker has an adapter for (of
+        ``agent_id``, if given); ``None`` if none is due (always, without adapters or for an agent this
+        worker has no adapter for: nothing is claimed)."""
+        agents = sorted(self.adapters) if agent_id is None else [agent_id] if agent_id in self.adapters else []
+        if not agents:
+            return None
         try:
-            wake = self.world.claim_wake(self.worker_id, agent_id=agent_id, lease_seconds=self.lease_seconds)
+            wake = self.world.claim_wake(self.worker_id, agent_ids=agents, lease_seconds=self.lease_seconds)
         except PolicyEpochChanged as exc:
             raise EpochMoved(None, exc) from exc
         if wake is None:
@@ -104,11 +194,10 @@ class Worker:
     def _run_wake(self, wake: Wake) -> Cycle:
         started = self.world.clock.now_us()
         adapter = self.adapters.get(wake.target_agent)
-        if adapter is None:
+        if adapter is None:  # a wake leased to this worker some other way (run_wake given any wake)
             return self._finish(wake, None, Outcome.FAILED, f"no adapter for {wake.target_agent}", started)
         try:
-            agent = self.world.get_agent(wake.target_agent, actor=wake.target_agent)  # rehydrate, re-checked
-            view = self.world.project_world(wake.target_agent)                        # observe
+            agent, view = observe(self.world, wake)
         except PolicyDenied as exc:
             return self._finish(wake, None, Outcome.DENIED, exc.message, started)
         recorded = self.book.recorded_decision(wake.wake_id)  # a retried wake replays its decision
@@ -119,58 +208,14 @@ class Worker:
             first = self.book.record_decision(self.worker_id, wake.wake_id, agent.agent_id,
                                               decided.model_dump(mode="json"))
             decided = AgentDecision.model_validate(first.decision)  # another worker's, if it decided first
-        return self._act(wake, agent, view, decided, started)
+        return self.act(wake, agent.agent_id, decided, started, Shown.of(view))
 
-    def _act(self, wake: Wake, agent: Agent, view: WorldView, decided: AgentDecision, started: int) -> Cycle:
-        if decided.decision is Decision.NO_ACTION or not decided.effects:
-            return self._finish(wake, decided, Outcome.NO_ACTION, decided.reason, started, view=view)
-        chain = wake.payload.get("chain")
-        cause = Cause(causation_id=wake.cause_event_id,
-                      correlation_id=chain if isinstance(chain, str) and chain else wake.wake_id)
-        refs: list[str] = []
-        for index, effect in enumerate(decided.effects):
-            try:
-                op_id = f"{wake.wake_id}:{index}"
-                ref = self._apply(agent.agent_id, effect, op_id, cause)
-                refs.append(ref if _REF.match(ref) else op_id)  # e.g. a state key with "/": its operation
-            except PolicyDenied as exc:
-                return self._finish(wake, decided, Outcome.DENIED, exc.message, started, refs, view)
-            except PolicyEpochChanged:
-                raise  # not a conflict of the agent's: decided under a stale epoch; decided again after resync
-            except ConflictError as exc:
-                return self._finish(wake, decided, Outcome.CONFLICT, exc.message, started, refs, view)
-            except PolicyUnavailable:
-                raise  # fail closed: the wake stays leased and is retried after the lease
-            except PMWError as exc:
-                return self._finish(wake, decided, Outcome.FAILED, exc.message, started, refs, view)
-        if self.crash_before_ack > 0:
-            self.crash_before_ack -= 1
-            raise SimulatedCrash(f"{self.worker_id} crashed before acking {wake.wake_id}")
-        return self._finish(wake, decided, Outcome.ACTED, decided.reason, started, refs, view)
 
-    def _apply(self, actor: str, effect: Effect, op_id: str, cause: Cause) -> str:
-        """Carry out one effect as ``actor``: its command through ``world.execute`` (the PDP, then the
-        gateway); returns what it wrote (the effect's ref of the result, else the operation id)."""
-        result = self.world.execute(actor, effect.command(), op_id=op_id, cause=cause)
-        return effect.ref(result) or op_id
-
-    def _finish(self, wake: Wake, decided: AgentDecision | None, outcome: Outcome, reason: str | None,
-                started: int, refs: list[str] | None = None, view: WorldView | None = None) -> Cycle:
-        retrieved = _retrieved(view)
-        trace = TraceBody(
-            worker_id=self.worker_id, retrieved_refs=retrieved[:MAX_TRACE_REFS],
-            tools=[e.effect for e in decided.effects] if decided else [],
-            decisions=[{"decision": decided.decision.value, "reason": decided.reason,
-                        "effects": len(decided.effects)}] if decided else [],
-            commits=refs or [], started_at_us=started, result=reason,
-            cost={"context_items": len(retrieved),
-                  "context_bytes": len(orjson.dumps(view.model_dump(mode="json"))) if view else 0,
-                  "effects": len(decided.effects) if decided else 0})
-        receipt = self.world.ack_wake(
-            self.worker_id, wake.wake_id, (decided.decision if decided else Decision.NO_ACTION).value,
-            outcome=outcome.value, reason=reason, action_refs=refs or [], op_id=f"{wake.wake_id}:ack",
-            observed_state_version=wake.base_state_version, trace=trace)
-        return Cycle(wake=wake, decision=decided, receipt=receipt)
+def observe(world: World, wake: Wake) -> tuple[Agent, WorldView]:
+    """Rehydrate and observe for ``wake``: its target agent's row and projection, both read as that agent
+    (through the PDP: ``PolicyDenied`` if it may no longer read them)."""
+    agent = world.get_agent(wake.target_agent, actor=wake.target_agent)  # rehydrate, re-checked
+    return agent, world.project_world(wake.target_agent)                 # observe
 
 
 def _retrieved(view: WorldView | None) -> list[str]:
@@ -183,4 +228,4 @@ def _retrieved(view: WorldView | None) -> list[str]:
             *(f"artifact:{a.artifact_id}" for a in view.artifacts)]
 
 
-__all__ = ["Cycle", "EpochMoved", "SimulatedCrash", "Worker"]
+__all__ = ["Cycle", "EpochMoved", "Shown", "SimulatedCrash", "WakeProtocol", "Worker", "observe"]

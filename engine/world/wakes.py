@@ -116,16 +116,20 @@ class WakeCalls(WorldCore):
                     provenance=[("event", req.cause_event_id, "wake", wid, "caused")] if req.cause_event_id
                     else (), resulting_version=1)
 
-    def claim_wake(self, worker: str, *, agent_id: str | None = None, lease_seconds: float = 30.0,
-                   op_id: str | None = None, cause: Cause | None = None) -> Wake | None:
-        """Lease the most urgent due wake (optionally only ``agent_id``'s), or ``None`` if none is due.
+    def claim_wake(self, worker: str, *, agent_id: str | None = None, agent_ids: list[str] | None = None,
+                   lease_seconds: float = 30.0, op_id: str | None = None,
+                   cause: Cause | None = None) -> Wake | None:
+        """Lease the most urgent due wake (optionally only ``agent_id``'s, or only those of the agents in
+        ``agent_ids``: at most one of the two; an empty list claims nothing), or ``None`` if none is due.
         Expired leases are reclaimed. Concurrent claimers never get the same wake. Each candidate is read
-        once (by the due query); a candidate changed since is skipped by the compare-and-set.
+        once (by the due query, which filters by agent); a candidate changed since is skipped by the
+        compare-and-set.
 
         With ``op_id``: a known id returns the wake its claim leased, exactly as it was then (or
         ``OperationConflict`` for another request: another worker, agent or lease)."""
         check_id("worker", worker)
-        req = build(ClaimWake, agent_id=agent_id, lease_seconds=lease_seconds)  # bad input fails on an empty queue
+        req = build(ClaimWake, agent_id=agent_id, agent_ids=agent_ids,
+                    lease_seconds=lease_seconds)  # bad input fails on an empty queue
         # the operation's identity: this request by this worker (whatever wake it leased, whoever it runs for)
         if op_id is not None and (stored := self._store.operation(check_id("op_id", op_id))) is not None:
             if stored.command != "claim_wake":
@@ -134,7 +138,7 @@ class WakeCalls(WorldCore):
             return self._write("claim_wake", decided_as(worker, "claim", leased), req, self._replayed_only,
                                Wake, op_id=op_id, cause=cause, caller=worker)  # answered from the ledger
         now = self.clock.now_us()
-        for row in self._store.read.due_wakes(now, MAX_CLAIM_CANDIDATES, req.agent_id):
+        for row in self._store.read.due_wakes(now, MAX_CLAIM_CANDIDATES, target_agents=req.targets()):
             candidate = Wake.model_validate(row)
             try:
                 return self._write("claim_wake", decided_as(worker, "claim", candidate), req,
