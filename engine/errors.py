@@ -477,3 +477,24 @@ class RoomTaken(NotPermitted):
 
 
 __all__ += ["RoomTaken"]
+
+
+class Unauthenticated(PMWError):
+    """A token did not prove who its holder is: missing, malformed, unknown or with a wrong secret (one
+    reason, ``invalid``, for both: no oracle), expired, revoked, or of an agent that no longer exists.
+    ``token_id``: the token's id when the string parsed (``None`` otherwise); never the secret."""
+
+    code = "unauthenticated"
+    exit_code = 10
+
+    def __init__(self, reason: str, token_id: str | None = None) -> None:
+        named = f" {token_id!r}" if token_id is not None else ""
+        super().__init__(f"unauthenticated: token{named} {reason}")
+        self.reason = reason
+        self.token_id = token_id
+
+    def details(self) -> dict[str, Any]:
+        return {"reason": self.reason, "token_id": self.token_id}
+
+
+__all__ += ["Unauthenticated"]

@@ -25,13 +25,14 @@ from engine.world.snapshots import SnapshotRef
 from engine.world.state import EventRef, StateCalls
 from engine.world.subscriptions import SubscriptionCalls
 from engine.world.tasks import TaskCalls
+from engine.world.tokens import TokenCalls
 from engine.world.topology import TopologyCalls
 from engine.world.wakes import WakeCalls
 
 
 class World(ExecuteCalls, ChannelCalls, StateCalls, TaskCalls, ArtifactCalls, MemoryCalls, WakeCalls, HandoffCalls,
             TopologyCalls, RoomCalls, ProjectionCalls, PolicyEpochReads, PermissionCalls,
-            SubscriptionCalls, WorldCore):
+            SubscriptionCalls, TokenCalls, WorldCore):
     """One persistent shared world over one store, as agents see it: every call decided by the policy."""
 
 

@@ -7,6 +7,7 @@ So ``append_event`` refuses (``InvalidInput`` naming ``event_type``, nothing wri
 
 * :data:`COMMAND_EVENTS`: every event type a registered command declares (``engine.commands``: derived
   from the registry, so a new command's events are refused without a list to keep);
+* :data:`TOKEN_EVENTS`: the token calls' (``token.issued``, ``token.revoked``);
 * :data:`RUNTIME_EVENTS`: the event types of the runtime book's calls (bootstrap, epochs, recorded
   decisions, controller steps, revocations, denial records, snapshots), keyed by the call that writes them;
 * :data:`CONTROLLER_EVENTS`: the records the controller's agent appends for its decisions (a contest, a
@@ -25,6 +26,7 @@ from types import MappingProxyType
 
 from engine.commands import COMMANDS
 from engine.world.snapshots import SNAPSHOT_EVENT
+from engine.world.tokens import TOKEN_CALL_EVENTS
 
 #: What a command declares when its caller names the event type (``append_event``).
 CALLER_NAMED = "<event_type>"
@@ -44,8 +46,12 @@ RUNTIME_CALL_EVENTS: Mapping[str, tuple[str, ...]] = MappingProxyType({
 })
 RUNTIME_EVENTS: frozenset[str] = frozenset(e for events in RUNTIME_CALL_EVENTS.values() for e in events)
 
+#: The token calls' event types (``engine.world.tokens``; also command events once their commands are
+#: registered: the same names either way).
+TOKEN_EVENTS: frozenset[str] = frozenset(e for events in TOKEN_CALL_EVENTS.values() for e in events)
+
 #: Everything only the World's own calls write.
-WORLD_EVENTS: frozenset[str] = COMMAND_EVENTS | RUNTIME_EVENTS
+WORLD_EVENTS: frozenset[str] = COMMAND_EVENTS | RUNTIME_EVENTS | TOKEN_EVENTS
 
 #: The records of the controller's decisions, appended by its agent (``engine.runloop.follower``).
 CONTROLLER_EVENTS: frozenset[str] = frozenset({"claim.contested", "context.refresh_required"})
@@ -71,4 +77,4 @@ def append_refusal(actor: str, event_type: str, controller: str) -> str | None:
 
 
 __all__ = ["AGENT_RECORDS", "CALLER_NAMED", "COMMAND_EVENTS", "CONTROLLER_EVENTS", "RUNTIME_CALL_EVENTS",
-           "RUNTIME_EVENTS", "WORLD_EVENTS", "append_refusal"]
+           "RUNTIME_EVENTS", "TOKEN_EVENTS", "WORLD_EVENTS", "append_refusal"]

@@ -9,7 +9,9 @@ returned to the caller and the payload. Those carry content that readers may not
    steps seal). Every other table's change keeps its table, operation and key, and its values are replaced
    by ``{"sealed": true}``: above all ``snapshots``, whose row is a whole-state image (every private
    memory, every sealed answer). A table added to the schema is sealed until it is listed here.
-   This holds for every reader, with or without a PDP.
+   This holds for every reader, with or without a PDP. A listed table's credential columns
+   (:data:`~store.schema.CREDENTIAL_COLUMNS`: an agent token's ``secret_sha256``) are left out of its
+   images for every reader too.
 2. **Whose events** (with a PDP): a governor sees every event's full record (its audit view); any other
    reader the full record of its own events only, and the envelope of the others'.
 3. **Memory content** (with a PDP): the content of memory the reader may not read now (another agent's
@@ -27,6 +29,7 @@ from typing import Any
 
 from engine.world.core import WorldCore
 from engine.world.memory import SEALED_MARK, seal_memory_content
+from store.schema import CREDENTIAL_COLUMNS
 
 #: The tables whose row images the log shows (each object is one a reader may see, or is sealed in the
 #: later steps: memory content by ``seal_memory_content``; a room answer's row names its memory only).
@@ -43,18 +46,31 @@ LOG_TABLES: frozenset[str] = frozenset({
     "provenance_edges",                              # what came from what
     "policy_epochs", "policy_activations",           # the policies in force
     "controller_positions", "controller_facts",      # the controller's position and routing facts
+    "agent_tokens",                                  # token metadata (the hash left out: CREDENTIAL_COLUMNS)
 })
 DISCUSSION_EVENT = "room.discussed"
 _DISCUSSION_FIELDS = ("body", "payload")
 
 
 def listed_changes(row: dict[str, Any]) -> dict[str, Any]:
-    """``row`` with the values of every change outside :data:`LOG_TABLES` sealed (step 1)."""
+    """``row`` with the values of every change outside :data:`LOG_TABLES` sealed, and the credential
+    columns of the listed ones left out (step 1)."""
     changes = row.get("changes") or ()
-    if all(c.get("table") in LOG_TABLES for c in changes):
+    if all(c.get("table") in LOG_TABLES and c.get("table") not in CREDENTIAL_COLUMNS for c in changes):
         return row
-    return {**row, "changes": [c if c.get("table") in LOG_TABLES else {**c, "values": {SEALED_MARK: True}}
-                               for c in changes]}
+    return {**row, "changes": [_listed(c) for c in changes]}
+
+
+def _listed(change: dict[str, Any]) -> dict[str, Any]:
+    table = change.get("table")
+    if table not in LOG_TABLES:
+        return {**change, "values": {SEALED_MARK: True}}
+    hidden = CREDENTIAL_COLUMNS.get(str(table))
+    if not hidden:
+        return change
+    values = change.get("values")
+    shown = {k: v for k, v in values.items() if k not in hidden} if isinstance(values, dict) else values
+    return {**change, "values": shown}
 
 
 def envelope(row: dict[str, Any]) -> dict[str, Any]:
