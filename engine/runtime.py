@@ -1,9 +1,10 @@
 """The runtime: a world whose every call is decided by a Cerbos PDP.
 
-By default it deploys ``PMW_POLICY_DIR`` (validated: compile and every test suite) into the data
-directory under its epoch, starts its own PDP (``engine.policy.pdp_process``) on free loopback ports
-serving that deployment, waits for health, probes the epoch the PDP decides under, records it as the
-world's current epoch, and stops the PDP on close. With ``PMW_PDP_ADDRESS`` it uses that external PDP
+By default it serves the world's own policy deployment (``<data dir>/policy-deploys/current``; only a
+world's first start deploys ``PMW_POLICY_DIR``, and only ``reload_policies`` deploys after that), starts
+its own PDP (``engine.policy.pdp_process``) on free loopback ports serving it, waits for health, probes the
+epoch the PDP decides under, records it as the world's current epoch if it is not yet, and stops the PDP
+on close. With ``PMW_PDP_ADDRESS`` it uses that external PDP
 (whose policies governance deploys; reloads then need its admin credentials).
 """
 
@@ -20,11 +21,12 @@ from engine.models.common import Model
 from engine.policy import governance
 from engine.policy.attributes import principal, resource
 from engine.policy.cerbos_adapter import CerbosPdp
+from engine.policy.deployment import CURRENT, serving_deployment
 from engine.policy.enforcement import PdpAuthorizer, provisional_principal
 from engine.policy.model import ACTIONS
 from engine.policy.pdp_process import ManagedPdp, PdpAddress
 from engine.settings import Settings, load_settings
-from engine.sources import Clock, IdSource
+from engine.sources import Clock, IdSource, SystemClock
 from engine.world import RevocationReport, World
 from engine.world.book import RuntimeBook
 from engine.world.permissions import OBJECT_TABLES
@@ -91,30 +93,39 @@ class Runtime:
     @classmethod
     def open(cls, settings: Settings | None = None, *, clock: Clock | None = None, ids: IdSource | None = None
              ) -> Runtime:
+        """Open the world ``settings`` describe: migrate the store, start the runtime's own PDP on the world's
+        deployment (``engine.policy.deployment``: never the working tree, except for a world's first
+        deployment) or connect to ``PMW_PDP_ADDRESS``, and record the epoch the PDP decides under if the
+        store does not have it yet. Anything that fails on the way closes what was opened."""
         settings = settings or load_settings()
+        clock = clock or SystemClock()
         managed: ManagedPdp | None = None
-        if settings.pdp_address:
-            address = PdpAddress(grpc=settings.pdp_address, http="", admin_user=settings.pdp_admin_user,
-                                 admin_password=settings.pdp_admin_password)
-        else:
-            deploy_root = cls.deploy_root(settings)
-            governance.deploy(settings.policy_dir, deploy_root)
-            managed = ManagedPdp(deploy_root / "current",
-                                 audit_path=settings.resolved_data_dir() / "audit" / "decisions.log")
-            address = managed.start()
-        pdp = CerbosPdp(address, timeout_s=settings.pdp_timeout_s)
-        store: Store | None = None
+        pdp: CerbosPdp | None = None
+        settings.ensure_sqlite_parent()
+        store = Store(settings.db_url, settings.database_options())
         try:
-            settings.ensure_sqlite_parent()
-            store = Store(settings.db_url, settings.database_options())
+            store.init(clock.now_us())
+            source = str(settings.pdp_address or settings.policy_dir)
+            if settings.pdp_address:
+                address = PdpAddress(grpc=settings.pdp_address, http="", admin_user=settings.pdp_admin_user,
+                                     admin_password=settings.pdp_admin_password)
+            else:
+                deploy_root = cls.deploy_root(settings)
+                recorded = store.read.current_policy_epoch()
+                deployment, first = serving_deployment(deploy_root, settings.policy_dir,
+                                                       str(recorded["epoch"]) if recorded else None)
+                source = str(settings.policy_dir) if first else f"deployment {deployment.epoch} (at start)"
+                managed = ManagedPdp(deploy_root / CURRENT,
+                                     audit_path=settings.resolved_data_dir() / "audit" / "decisions.log")
+                address = managed.start()
+            pdp = CerbosPdp(address, timeout_s=settings.pdp_timeout_s)
             book = RuntimeBook(store, policy=PdpAuthorizer(pdp, store.read), clock=clock, ids=ids,
                                artifact_dir=settings.resolved_artifact_dir())
-            store.init(book.clock.now_us())
-            book.activate_policy_epoch(probe_epoch(pdp), str(settings.policy_dir))
+            book.activate_policy_epoch(probe_epoch(pdp), source)  # idempotent: recorded once per activation
         except BaseException:
-            if store is not None:
-                store.close()
-            pdp.close()
+            store.close()
+            if pdp is not None:
+                pdp.close()
             if managed is not None:
                 managed.stop()
             raise
