@@ -1,21 +1,23 @@
 """Top-level commands on the whole world: ``init``, ``project``, ``snapshot`` and ``demo``."""
 
+from __future__ import annotations
+
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from engine.cli.runtime import Run, invocation
-from engine.demo import demo_sources, prepare_demo_db, run_demo
-from engine.errors import InvalidInput, PolicyDenied, StoreUnavailable
 from engine.models.agents import Registration
 from engine.models.common import Model
-from engine.policy.attributes import GOVERNOR_ROLE
-from engine.settings import Settings, load_settings
-from engine.sources import SystemClock
-from engine.validation import build
-from engine.world.agents import RegisterAgent
-from store import Store
+
+if TYPE_CHECKING:
+    from engine.settings import Settings
+    from engine.world.agents import RegisterAgent
+
+#: What ``pmw init --governor`` says about the token it shows (humans; --json has the ``token`` field).
+TOKEN_SHOWN_ONCE = ("the governor's token is shown only this once (it is stored only as a hash): keep it "
+                    "(e.g. PMW_TOKEN); a governor issues more with `pmw tokens issue`")
 
 
 class InitResult(Model):
@@ -26,13 +28,20 @@ class InitResult(Model):
 
 
 class GovernorInit(InitResult):
-    """``pmw init --governor``: the migrations, and the world's first governor (with its session)."""
+    """``pmw init --governor``: the migrations, the world's first governor (with its session) and its first
+    token: ``token`` (``pmw_<token_id>_<secret>``) is shown this once and stored only as a hash."""
 
     governor: Registration
+    token_id: str
+    token: str | None
 
 
 def migrate(settings: Settings) -> InitResult:
     """Apply pending migrations without a PDP (migrations decide nothing)."""
+    from engine.errors import StoreUnavailable
+    from engine.sources import SystemClock
+    from store import Store
+
     settings.ensure_sqlite_parent()
     try:
         store = Store(settings.db_url, settings.database_options())
@@ -47,6 +56,11 @@ def migrate(settings: Settings) -> InitResult:
 
 def governor_request(governor: str | None, name: str | None, term: str | None) -> RegisterAgent | None:
     """The checked ``--governor/--name/--term`` triple (all or none), before anything is opened."""
+    from engine.errors import InvalidInput
+    from engine.policy.attributes import GOVERNOR_ROLE
+    from engine.validation import build
+    from engine.world.agents import RegisterAgent
+
     if governor is None:
         for option, value in (("--name", name), ("--term", term)):
             if value is not None:
@@ -68,7 +82,8 @@ def init(
     = None,
 ) -> None:
     """Create or migrate the database (idempotent: a current database is left as it is); with --governor,
-    then bootstrap the first governor (exit 6 if the world already has one)."""
+    then bootstrap the first governor (exit 6 if the world already has one) and issue its first token,
+    shown only this once (field ``token``)."""
     with invocation(ctx) as run:
         request = governor_request(governor, name, term)
         settings = run.settings()
@@ -76,9 +91,14 @@ def init(
         if request is None:
             run.show(result)
             return
-        registration = run.open(settings).book.bootstrap_governor(
-            request.agent_id, request.display_name, request.term_key)
-        run.show(GovernorInit(**result.model_dump(), governor=registration))
+        runtime = run.open(settings)  # init is embedded: it creates the world a server would serve
+        registration = runtime.book.bootstrap_governor(request.agent_id, request.display_name, request.term_key)
+        issued = runtime.world.issue_token(actor=request.agent_id, agent_id=request.agent_id,
+                                           label="first governor token (pmw init)")
+        run.show(GovernorInit(**result.model_dump(), governor=registration, token_id=issued.token_id,
+                              token=issued.token))
+        if not run.options.json:
+            typer.echo(f"note: {TOKEN_SHOWN_ONCE}", err=True)
 
 
 def project(
@@ -97,6 +117,8 @@ def require_governor(run: Run, command: str) -> None:
     """Raise ``PolicyDenied`` (recorded as a denial) unless ``--as`` is a live governor, as the PDP decides it:
     ``agent:grant`` on itself, the authority only live governors hold (``docs/policy.md``, "Governance
     commands"). For commands that ask the runtime's book for what no agent's authority covers."""
+    from engine.errors import PolicyDenied
+
     actor = run.actor
     answer = run.world.allowed_actions(actor, "agent", actor)
     if "grant" not in answer.allowed:
@@ -124,6 +146,9 @@ def demo(
     """Run a short end-to-end demo under the policy: a governor grants three agents their capabilities; a
     denied write, allowed actions, a task, a stale write, an idempotent wake, reviewed memory, a versioned
     artifact and a handoff; then check fold(events) == state. Exit 1 if a check fails."""
+    from engine.demo import demo_sources, prepare_demo_db, run_demo
+    from engine.settings import load_settings
+
     with invocation(ctx) as run:
         url = db or run.options.db or prepare_demo_db(out)
         clock, ids = demo_sources()
