@@ -316,16 +316,22 @@ class ManagedPdp:
             f.write(config)
         return path
 
-    def start(self, timeout: float = 20.0, *, cancel: threading.Event | None = None) -> PdpAddress:
+    def start(self, timeout: float = 20.0, *, cancel: threading.Event | None = None, revive: bool = False
+              ) -> PdpAddress:
         """Start the server and wait until it is healthy; raises :class:`PolicyUnavailable` if it exits
         (a broken policy set refuses to start) or does not become healthy within ``timeout`` seconds; then
-        nothing runs and the working directory is gone (the error carries the log's tail). Starting again after a stop (or a crash) serves on the same loopback ports; starting a running
-        server only waits until it is healthy. ``cancel`` (a supervisor's stop): once set, nothing is
-        launched, and a wait in progress ends with :class:`PolicyUnavailable` (the server stopped)."""
+        nothing runs and the working directory is gone (the error carries the log's tail). Starting again
+        after a stop (or a crash) serves on the same loopback ports; starting a running server only waits
+        until it is healthy. ``cancel`` (a supervisor's stop): once set, nothing is
+        launched, and a wait in progress ends with :class:`PolicyUnavailable` (the server stopped).
+        ``revive`` (a supervisor's restart): only bring back a server that died; after :meth:`stop` launch
+        nothing and raise :class:`PolicyUnavailable` (checked atomically with a concurrent stop)."""
         binary = cerbos_binary()
         with self._lock:
             if cancel is not None and cancel.is_set():
                 raise PolicyUnavailable("the PDP's start was cancelled")
+            if revive and self._stopped:
+                raise PolicyUnavailable("the PDP was stopped by its owner; not restarting it")
             running = self.proc
             if running is None or running.poll() is not None:
                 self._prepare_workdir()
