@@ -13,10 +13,12 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.errors import PolicyRejected
+from engine.errors import InvalidInput, PolicyRejected
+from engine.models.common import Model
 from engine.policy.pdp_process import cerbos_binary
 
 EPOCH_FILE = Path("_epoch") / "epoch.yaml"
@@ -31,6 +33,16 @@ class PolicyTestReport:
     junit_path: Path | None = None
 
 
+class PolicyTestResult(Model):
+    """A policy set that compiled and passed every test suite (or every test the filters select)."""
+
+    policy_dir: str
+    ok: bool
+    exit_code: int
+    junit_path: str | None
+    output: str
+
+
 @dataclass(frozen=True)
 class Deployment:
     epoch: str
@@ -43,13 +55,34 @@ def _compile(policy_dir: Path, *extra: str, timeout: float = 120) -> subprocess.
         timeout=timeout, check=False, env={**os.environ, "CERBOS_NO_TELEMETRY": "1"})
 
 
-def run_policy_tests(policy_dir: Path, *, junit: Path | None = None) -> PolicyTestReport:
+TEST_FILTER_DIMENSIONS = ("suite", "test", "principal", "resource", "action")
+
+
+def check_test_filter(text: str) -> str:
+    """A ``cerbos compile --test-filter`` value: ``dimension=glob1,glob2;...`` with dimensions among
+    :data:`TEST_FILTER_DIMENSIONS`; anything else is ``InvalidInput`` naming ``--test-filter``."""
+    parts = [part for part in text.split(";") if part.strip()]
+    if not parts or len(text) > 2000:
+        raise InvalidInput("--test-filter", f"{text!r} is not 'dimension=glob1,glob2;...'")
+    for part in parts:
+        dimension, eq, globs = part.partition("=")
+        if not eq or dimension.strip() not in TEST_FILTER_DIMENSIONS or not globs.strip():
+            raise InvalidInput("--test-filter", f"{part!r} is not 'dimension=glob1,glob2' with a dimension among "
+                               f"{', '.join(TEST_FILTER_DIMENSIONS)}")
+    return text
+
+
+def run_policy_tests(policy_dir: Path, *, junit: Path | None = None, verbose: bool = False,
+                     test_filters: Sequence[str] = ()) -> PolicyTestReport:
     """``cerbos compile`` with every test suite: errors come with file:line:column; ``junit`` also writes
-    the suites' results as JUnit XML."""
-    done = _compile(policy_dir)
+    the suites' results as JUnit XML. ``verbose`` and ``test_filters`` are passed through (``--verbose``:
+    the evaluation trace of each failing test; ``--test-filter``: run only the matching tests, see
+    :func:`check_test_filter`)."""
+    extra = [*(["--verbose"] if verbose else []), *(f"--test-filter={check_test_filter(f)}" for f in test_filters)]
+    done = _compile(policy_dir, *extra)
     if junit is not None:
         junit.parent.mkdir(parents=True, exist_ok=True)
-        junit.write_text(_compile(policy_dir, "--test-output=junit").stdout)
+        junit.write_text(_compile(policy_dir, *extra, "--test-output=junit").stdout)
     return PolicyTestReport(ok=done.returncode == 0, exit_code=done.returncode,
                             output=(done.stdout + done.stderr).strip(), junit_path=junit)
 
@@ -113,4 +146,5 @@ def current_deployment(deploy_root: Path) -> Deployment | None:
     return Deployment(epoch=target.name, path=target)
 
 
-__all__ = ["Deployment", "PolicyTestReport", "current_deployment", "deploy", "policy_digest", "run_policy_tests"]
+__all__ = ["TEST_FILTER_DIMENSIONS", "Deployment", "PolicyTestReport", "PolicyTestResult", "check_test_filter",
+           "current_deployment", "deploy", "policy_digest", "run_policy_tests"]
