@@ -479,6 +479,26 @@ class RoomTaken(NotPermitted):
 __all__ += ["RoomTaken"]
 
 
+class WakeNotLeased(ConflictError):
+    """An external agent's decision for a wake its pull does not hold: not a wake of ``agent_id`` (or none:
+    the two are not told apart), or its lease was lost (expired, claimed by another worker) or the wake
+    ended without the decision (``reason`` says which). Nothing was written."""
+
+    code = "wake_not_leased"
+
+    def __init__(self, wake_id: str, agent_id: str, reason: str) -> None:
+        super().__init__(f"wake {wake_id!r} is not leased to {agent_id!r}'s pull: {reason}")
+        self.wake_id = wake_id
+        self.agent_id = agent_id
+        self.reason = reason
+
+    def details(self) -> dict[str, Any]:
+        return {"wake_id": self.wake_id, "agent_id": self.agent_id, "reason": self.reason}
+
+
+__all__ += ["WakeNotLeased"]
+
+
 class Unauthenticated(PMWError):
     """A token did not prove who its holder is: missing, malformed, unknown or with a wrong secret (one
     reason, ``invalid``, for both: no oracle), expired, revoked, or of an agent that no longer exists.
