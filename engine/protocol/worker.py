@@ -122,6 +122,10 @@ class WakeProtocol:
             raise SimulatedCrash(f"{self.worker_id} crashed before acking {wake.wake_id}")
         return self._finish(wake, decided, Outcome.ACTED, decided.reason, started, refs, shown)
 
+    def deny(self, wake: Wake, reason: str, started: int) -> Cycle:
+        """Ack ``wake`` ``denied`` without a decision: its agent may no longer be rehydrated or observed."""
+        return self._finish(wake, None, Outcome.DENIED, reason, started)
+
     def _apply(self, actor: str, effect: Effect, op_id: str, cause: Cause) -> str:
         """Carry out one effect as ``actor``: its command through ``world.execute`` (the PDP, then the
         gateway); returns what it wrote (the effect's ref of the result, else the operation id)."""
@@ -199,7 +203,7 @@ class Worker(WakeProtocol):
         try:
             agent, view = observe(self.world, wake)
         except PolicyDenied as exc:
-            return self._finish(wake, None, Outcome.DENIED, exc.message, started)
+            return self.deny(wake, exc.message, started)
         recorded = self.book.recorded_decision(wake.wake_id)  # a retried wake replays its decision
         if recorded is not None:
             decided = AgentDecision.model_validate(recorded.decision)
