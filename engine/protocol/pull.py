@@ -102,7 +102,9 @@ class ExternalAgents:
         """Lease ``agent_id``'s most urgent due wake to its pull worker for ``lease_seconds`` and show it, or
         ``None`` if none of its wakes is due. A wake whose agent may no longer be rehydrated or observed is
         answered ``denied`` (as a worker does) and the next is claimed; so is a wake decided before whose
-        lease ran out before its ack: it is finished as decided, and the next is claimed."""
+        lease ran out before its ack: it is finished as decided, and the next is claimed. Bad input
+        (``agent_id``, ``lease_seconds``) is ``InvalidInput`` with nothing claimed; ``PolicyUnavailable`` and
+        ``PolicyEpochChanged`` leave what was claimed leased (claimable again when the lease ends)."""
         check_id("agent_id", agent_id)
         protocol = self.protocol(agent_id)
         with self._agent_lock(agent_id):
