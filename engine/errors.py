@@ -518,3 +518,37 @@ class Unauthenticated(PMWError):
 
 
 __all__ += ["Unauthenticated"]
+
+
+class ServerRunning(ConflictError):
+    """Another ``pmw serve`` owns this world's data directory (its lock file is held): two servers never own
+    one world. ``pid`` is the holder's (None if it could not be read)."""
+
+    code = "server_running"
+
+    def __init__(self, lock_path: str, pid: int | None) -> None:
+        super().__init__(f"another pmw serve (pid {pid}) owns this world: {lock_path} is locked")
+        self.lock_path = lock_path
+        self.pid = pid
+
+    def details(self) -> dict[str, Any]:
+        return {"lock_path": self.lock_path, "pid": self.pid}
+
+
+class ServerUnreachable(PMWError):
+    """The server ``PMW_SERVER`` (or ``--server``) names did not answer (refused, timed out, not HTTP).
+    Nothing is known to have been done; a write with an operation id can be sent again safely."""
+
+    code = "server_unreachable"
+    exit_code = 8
+
+    def __init__(self, server: str, reason: str) -> None:
+        super().__init__(f"cannot reach the PMW server at {server}: {reason}")
+        self.server = server
+        self.reason = reason
+
+    def details(self) -> dict[str, Any]:
+        return {"server": self.server, "reason": self.reason}
+
+
+__all__ += ["ServerRunning", "ServerUnreachable"]

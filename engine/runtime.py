@@ -25,10 +25,12 @@ from engine.policy.deployment import CURRENT, serving_deployment
 from engine.policy.enforcement import PdpAuthorizer, provisional_principal
 from engine.policy.model import ACTIONS
 from engine.policy.pdp_process import ManagedPdp, PdpAddress
+from engine.policy.supervisor import PdpHealth, PdpSupervisor
 from engine.settings import Settings, load_settings
 from engine.sources import Clock, IdSource, SystemClock
 from engine.world import RevocationReport, World
 from engine.world.book import RuntimeBook
+from engine.world.policy_epochs import RUNTIME_ACTOR
 from engine.world.permissions import OBJECT_TABLES
 from store import Store
 
@@ -72,11 +74,18 @@ class Runtime:
     manager. :attr:`world` is the agent-facing World (hand it to agents); :attr:`book` is the runtime's own
     bookkeeping (workers, controllers and the governance path use it; never hand it to an agent)."""
 
-    def __init__(self, book: RuntimeBook, pdp: CerbosPdp, managed: ManagedPdp | None, settings: Settings) -> None:
+    def __init__(self, book: RuntimeBook, pdp: CerbosPdp, managed: ManagedPdp | None, settings: Settings, *,
+                 address: PdpAddress, supervisor: PdpSupervisor | None = None) -> None:
         self.book = book
         self.pdp = pdp
         self.managed = managed
         self.settings = settings
+        self.address = address
+        self.supervisor = supervisor
+
+    def pdp_health(self) -> PdpHealth | None:
+        """The runtime's own PDP as its supervisor sees it (None: an external PDP, or not supervised)."""
+        return self.supervisor.status() if self.supervisor is not None else None
 
     @property
     def world(self) -> World:
@@ -91,8 +100,8 @@ class Runtime:
         return settings.policy_deploy_root or settings.resolved_data_dir() / "policy-deploys"
 
     @classmethod
-    def open(cls, settings: Settings | None = None, *, clock: Clock | None = None, ids: IdSource | None = None
-             ) -> Runtime:
+    def open(cls, settings: Settings | None = None, *, clock: Clock | None = None, ids: IdSource | None = None,
+             supervise: bool = True) -> Runtime:
         """Open the world ``settings`` describe: migrate the store, start the runtime's own PDP on the world's
         deployment (``engine.policy.deployment``: never the working tree, except for a world's first
         deployment) or connect to ``PMW_PDP_ADDRESS``, and record the epoch the PDP decides under if the
@@ -100,6 +109,7 @@ class Runtime:
         settings = settings or load_settings()
         clock = clock or SystemClock()
         managed: ManagedPdp | None = None
+        supervisor: PdpSupervisor | None = None
         pdp: CerbosPdp | None = None
         settings.ensure_sqlite_parent()
         store = Store(settings.db_url, settings.database_options())
@@ -115,9 +125,12 @@ class Runtime:
                 deployment, first = serving_deployment(deploy_root, settings.policy_dir,
                                                        str(recorded["epoch"]) if recorded else None)
                 source = str(settings.policy_dir) if first else f"deployment {deployment.epoch} (at start)"
-                managed = ManagedPdp(deploy_root / CURRENT,
+                managed = ManagedPdp(deploy_root / CURRENT, run_dir=settings.resolved_data_dir() / "run",
                                      audit_path=settings.resolved_data_dir() / "audit" / "decisions.log")
                 address = managed.start()
+                if supervise:
+                    supervisor = PdpSupervisor(managed)
+                    supervisor.start()
             pdp = CerbosPdp(address, timeout_s=settings.pdp_timeout_s)
             book = RuntimeBook(store, policy=PdpAuthorizer(pdp, store.read), clock=clock, ids=ids,
                                artifact_dir=settings.resolved_artifact_dir())
@@ -126,12 +139,15 @@ class Runtime:
             store.close()
             if pdp is not None:
                 pdp.close()
+            if supervisor is not None:
+                supervisor.stop()
             if managed is not None:
                 managed.stop()
             raise
-        return cls(book, pdp, managed, settings)
+        return cls(book, pdp, managed, settings, address=address, supervisor=supervisor)
 
-    def reload_policies(self, source: Path | None = None, *, observe_timeout_s: float = 10.0) -> ReloadReport:
+    def reload_policies(self, source: Path | None = None, *, observe_timeout_s: float = 10.0,
+                        by: str = RUNTIME_ACTOR) -> ReloadReport:
         """Validate and deploy ``source`` (default ``PMW_POLICY_DIR``), reload the PDP, wait until it decides
         under the new epoch, record the epoch, then re-decide queued work. A broken set raises
         ``PolicyRejected`` and changes nothing; a PDP that keeps the old epoch raises ``PolicyUnavailable``."""
@@ -139,7 +155,7 @@ class Runtime:
         previous = self.book.current_policy_epoch()
         deployment = governance.deploy(source or self.settings.policy_dir, self.deploy_root(self.settings))
         self._reload_pdp_until(deployment.epoch, observe_timeout_s)
-        self.book.activate_policy_epoch(deployment.epoch, str(source or self.settings.policy_dir))
+        self.book.activate_policy_epoch(deployment.epoch, str(source or self.settings.policy_dir), by=by)
         observed = time.monotonic()
         revoked = self.book.recheck_queued_work(deployment.epoch)
         return ReloadReport(previous_epoch=previous.epoch if previous else None, epoch=deployment.epoch,
@@ -204,6 +220,8 @@ class Runtime:
     def close(self) -> None:
         self.book.close()
         self.pdp.close()
+        if self.supervisor is not None:
+            self.supervisor.stop()  # stops watching first, then the PDP
         if self.managed is not None:
             self.managed.stop()
 

@@ -17,6 +17,7 @@ from engine.cli import (
     receipts,
     rooms,
     runloop_cmds,
+    serve,
     simulate,
     state,
     tasks,
@@ -70,9 +71,13 @@ def root(
                                                           "the policy decides both).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine output: JSON on stdout, errors on stderr.")]
     = False,
+    server: Annotated[str | None, typer.Option(
+        "--server", metavar="URL", envvar="PMW_SERVER", help="Be a client of this pmw serve (token: PMW_TOKEN "
+                                                             "or `pmw login`); else the world is opened here.")]
+    = None,
 ) -> None:
     """Store the global options for the command that follows."""
-    ctx.obj = Globals(db=db, actor=actor, json=as_json)
+    ctx.obj = Globals(db=db, actor=actor, json=as_json, server=server or None)
 
 
 for _name, _module in (("agents", agents), ("state", state), ("tasks", tasks), ("memory", memory),
@@ -85,6 +90,7 @@ permissions.register(app)
 runloop_cmds.register(app)
 simulate.register(app)
 commands.register(app)
+serve.register(app)
 audit.register(app)
 
 

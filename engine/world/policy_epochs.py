@@ -11,7 +11,7 @@ from pydantic import Field
 
 from engine.errors import InvalidInput
 from engine.models.common import Model, TimeUs
-from engine.validation import build, check_int64
+from engine.validation import build, check_id, check_int64
 from engine.world.core import Plan, WorldCore
 from store import Change, Insert
 
@@ -52,10 +52,12 @@ class PolicyEpochCalls(PolicyEpochReads):
             raise InvalidInput("limit", f"{limit!r} is not a whole number from 1 to 100000")
         return [PolicyEpoch.model_validate(r) for r in self._store.read.policy_activations(limit)]
 
-    def activate_policy_epoch(self, epoch: str, source: str) -> PolicyEpoch:
+    def activate_policy_epoch(self, epoch: str, source: str, *, by: str = RUNTIME_ACTOR) -> PolicyEpoch:
         """Make ``epoch`` the current one (the runtime does this once the PDP is seen deciding under it).
-        From then on a write decided under any other epoch is refused by the gateway. Idempotent."""
+        From then on a write decided under any other epoch is refused by the gateway. Idempotent. ``by``:
+        who asked for it (the governor of a reload; the runtime itself at a start)."""
         req = build(_Activate, epoch=epoch, source=source)
+        activated_by = check_id("by", by)
         current = self.current_policy_epoch()
         if current is not None and current.epoch == req.epoch:
             return current
@@ -63,7 +65,7 @@ class PolicyEpochCalls(PolicyEpochReads):
         def plan(now: int) -> Plan:
             last = self._store.read.policy_activations(limit=1)
             ordinal = int(last[0]["ordinal"]) + 1 if last else 1
-            done = PolicyEpoch(epoch=req.epoch, activated_at_us=now, activated_by=RUNTIME_ACTOR, source=req.source,
+            done = PolicyEpoch(epoch=req.epoch, activated_at_us=now, activated_by=activated_by, source=req.source,
                                ordinal=ordinal)
             row = done.model_dump(mode="json", exclude={"ordinal"})
             changes: list[Change] = [Insert("policy_activations", {**row, "ordinal": ordinal}, "policy_activation",

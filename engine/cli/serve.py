@@ -1,0 +1,115 @@
+"""``pmw serve`` (one long-lived owner of a world, with an HTTP API) and ``pmw login`` (a client's token)."""
+
+import ipaddress
+import socket
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from engine.cli.runtime import invocation
+from engine.errors import InvalidInput
+
+LOOPBACK_NAMES = ("localhost",)
+
+
+def _loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(
+    ctx: typer.Context,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on (loopback by default; anything "
+                                                     "else needs --allow-remote).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port (0: any free port; the "
+                                                                        "address is printed).")] = 8765,
+    allow_remote: Annotated[bool, typer.Option(
+        "--allow-remote", help="Listen on a non-loopback address (put TLS in front of it).")] = False,
+    agents: Annotated[list[str] | None, typer.Option(
+        "--agent", metavar="AGENT=MODULE:ATTR", help="An in-process agent the server's worker runs "
+                                                    "(repeatable); other agents pull their own wakes.")] = None,
+    controller: Annotated[bool, typer.Option("--controller/--no-controller",
+                                             help="Run the world's controller.")] = True,
+    rules: Annotated[Path | None, typer.Option("--rules", help="The controller's rule directory.")] = None,
+    worker_id: Annotated[str, typer.Option("--worker-id", help="Names the in-process worker's leases.")]
+    = "serve-worker",
+    lease: Annotated[float, typer.Option("--lease-seconds", min=1.0, max=3600.0)] = 30.0,
+    poll: Annotated[float, typer.Option("--poll-seconds", min=0.05, max=60.0)] = 0.5,
+) -> None:
+    """Serve the world of --db until SIGTERM/SIGINT: its store, one supervised PDP on the world's policy
+    deployment, the controller, a worker for --agent's, and the HTTP API (tokens: `pmw tokens`). Prints one
+    JSON line with the URL and PID once it listens. --as names the governor that grants the controller's
+    agent on the first start. Two servers never own one world (the data directory's serve.lock)."""
+    with invocation(ctx) as run:
+        run.embedded_only("pmw serve")
+        if not (_loopback(host) or allow_remote):
+            raise InvalidInput("--host", f"{host} is not a loopback address: pass --allow-remote to listen on it")
+        import json
+
+        import uvicorn
+
+        from engine.cli.runloop_cmds import load_adapter
+        from engine.runloop import DEFAULT_RULES
+        from engine.service.host import Service
+        from engine.service.http_app import build_app
+
+        adapters = dict(load_adapter(s) for s in agents or [])
+        service = Service(run.settings(), adapters=adapters, controller=controller, rules=rules or DEFAULT_RULES,
+                          governor=run.actor_or_none, worker_id=worker_id, lease_seconds=lease, poll_s=poll)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            sock.close()
+            raise InvalidInput("--port", f"cannot listen on {host}:{port}: {exc}") from None
+        try:
+            service.start()
+            bound_port = sock.getsockname()[1]
+            url = f"http://{'[' + host + ']' if family == socket.AF_INET6 else host}:{bound_port}"
+            info = service.announce(url)
+            server = uvicorn.Server(uvicorn.Config(build_app(service), log_level="warning", access_log=False,
+                                                   lifespan="off", timeout_graceful_shutdown=10))
+            typer.echo(json.dumps({"serving": url, **info}, sort_keys=True))
+            sys.stdout.flush()
+            server.run(sockets=[sock])  # until SIGTERM / SIGINT (uvicorn's handlers; then a graceful stop)
+        finally:
+            sock.close()
+            service.stop()
+
+
+def login(
+    ctx: typer.Context,
+    token_stdin: Annotated[bool, typer.Option("--token-stdin", help="Read the token from stdin.")] = False,
+) -> None:
+    """Check a token against --server (PMW_SERVER) and keep it in the credentials file (600; PMW_CREDENTIALS
+    or ~/.config/pmw/credentials.json) for later calls. The token comes from stdin with --token-stdin, else
+    from PMW_TOKEN."""
+    with invocation(ctx) as run:
+        import os
+
+        from engine.client.credentials import save_token
+        from engine.client.http import ServerClient
+
+        if not run.remote:
+            raise InvalidInput("--server", "pmw login needs --server URL (or PMW_SERVER)")
+        token = sys.stdin.readline().strip() if token_stdin else os.environ.get("PMW_TOKEN", "")
+        if not token:
+            raise InvalidInput("--token-stdin", "no token given: pipe it in with --token-stdin, or set PMW_TOKEN")
+        server = run.options.server or ""
+        who = ServerClient(server, token).request("GET", "/v1/whoami")["result"]
+        path = save_token(server, token)
+        run.show({"server": server, "agent_id": who.get("agent_id"), "token_id": who.get("token_id"),
+                  "credentials": str(path)})
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)
+    app.command("login")(login)

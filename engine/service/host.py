@@ -1,0 +1,213 @@
+"""``pmw serve``'s process: one long-lived owner of a world.
+
+A :class:`Service` holds, for its lifetime:
+
+- the lock of the world's data directory (``engine.service.lockfile``): two servers never own one world;
+- the runtime (``engine.runtime.Runtime``): the store, one supervised PDP serving the world's own policy
+  deployment, the runtime's book, the governance calls; the HTTP API serves it (``engine.service.http_app``);
+- optionally a runner (``engine.runloop.InProcessRunner``) on a store and book of its own, deciding with the
+  same PDP: the controller, and a worker for the in-process agents given by ``--agent``. It follows policy
+  reloads (its writes are decided again under the new epoch; it never exits because the epoch moved) and
+  waits, failing closed, while the PDP is down;
+- external agents' pulls (``engine.protocol.pull``), served through the API for the token's agent.
+
+:meth:`stop` (SIGTERM or SIGINT in ``pmw serve``) stops the runner between cycles (no lease is left held
+by it; every transaction is whole or absent), closes both runtimes (the PDP stopped by its PID, its
+working directory removed) and releases the lock. Nothing is written to the system temp directory.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any, Literal
+
+from engine.errors import InvalidInput, PolicyUnavailable, StoreUnavailable
+from engine.models.common import Model
+from engine.models.receipts import Receipt
+from engine.models.tokens import TokenPrincipal
+from engine.policy.supervisor import PdpHealth
+from engine.protocol.adapters import AgentAdapter
+from engine.protocol.pull import ExternalAgents, Pulled
+from engine.runloop import DEFAULT_RULES, InProcessRunner, RunStats
+from engine.runtime import Runtime
+from engine.service.calls import CallSpec
+from engine.service.governance import GovernanceCalls
+from engine.service.lockfile import ServeLock
+from engine.settings import Settings
+
+#: The governance calls that change what is in force (a read-scoped token may not make them).
+GOVERNANCE_WRITES = frozenset({"reload"})
+RUNNER_STOP_S = 30.0
+
+
+class HealthReport(Model):
+    """What ``GET /v1/health`` answers: ``ok`` when the PDP answers (or is external), else ``degraded``."""
+
+    status: Literal["ok", "degraded"]
+    pid: int
+    started_at_us: int
+    policy_epoch: str | None
+    pdp: PdpHealth | None
+    runner: Literal["running", "stopped", "none"]
+    runner_error: str | None = None
+
+
+def governance_specs() -> dict[str, CallSpec]:
+    """Every public method of :class:`GovernanceCalls`, its principal the ``actor`` parameter."""
+    return {name: CallSpec(name, name in GOVERNANCE_WRITES, ("actor",)) for name in dir(GovernanceCalls)
+            if not name.startswith("_") and callable(getattr(GovernanceCalls, name))}
+
+
+class Service:
+    """One world served: open with :meth:`start`, end with :meth:`stop` (idempotent)."""
+
+    def __init__(self, settings: Settings, *, adapters: dict[str, AgentAdapter] | None = None,
+                 controller: bool = True, rules: Path = DEFAULT_RULES, governor: str | None = None,
+                 worker_id: str = "serve-worker", lease_seconds: float = 30.0, poll_s: float = 0.5) -> None:
+        self.settings = settings
+        self.adapters = dict(adapters or {})
+        self.controller = controller
+        self.rules = rules
+        self.governor = governor
+        self.worker_id = worker_id
+        self.lease_seconds = lease_seconds
+        self.poll_s = poll_s
+        self.started_at_us = 0
+        self.governance_calls = governance_specs()
+        self._lock: ServeLock | None = None
+        self._runtime: Runtime | None = None
+        self._runner_runtime: Runtime | None = None
+        self._runner: InProcessRunner | None = None
+        self._runner_thread: threading.Thread | None = None
+        self._runner_error: str | None = None
+        self._runner_stats = RunStats()
+        self._stop = threading.Event()
+        self._external: ExternalAgents | None = None
+        self._governance: GovernanceCalls | None = None
+
+    # -- what the API serves ---------------------------------------------------------------------------
+
+    @property
+    def runtime(self) -> Runtime:
+        if self._runtime is None:
+            raise RuntimeError("the service is not started")
+        return self._runtime
+
+    @property
+    def governance(self) -> GovernanceCalls:
+        if self._governance is None:
+            raise RuntimeError("the service is not started")
+        return self._governance
+
+    def pull(self, principal: TokenPrincipal, arguments: dict[str, Any]) -> Pulled | None:
+        """The token's agent's most urgent due wake, leased to its pull, with its projection."""
+        unknown = set(arguments) - {"lease_seconds"}
+        if unknown:
+            raise InvalidInput(sorted(unknown)[0][:100], "pull takes only lease_seconds")
+        assert self._external is not None
+        lease = arguments.get("lease_seconds", self.lease_seconds)
+        if isinstance(lease, bool) or not isinstance(lease, int | float):
+            raise InvalidInput("lease_seconds", "must be a number of seconds")
+        return self._external.pull(principal.agent_id, lease_seconds=float(lease))
+
+    def decide(self, principal: TokenPrincipal, wake_id: str, arguments: dict[str, Any]) -> Receipt:
+        """Carry out the token's agent's decision for a wake it pulled; the wake's receipt."""
+        unknown = set(arguments) - {"decision"}
+        if unknown or "decision" not in arguments:
+            raise InvalidInput("decision", "send {\"arguments\": {\"decision\": {...}}} and nothing else")
+        decision = arguments["decision"]
+        if not isinstance(decision, dict):
+            raise InvalidInput("decision", "must be a JSON object (an AgentDecision)")
+        assert self._external is not None
+        return self._external.decide(principal.agent_id, wake_id, decision)
+
+    def health(self) -> HealthReport:
+        runtime = self.runtime
+        pdp = runtime.pdp_health()
+        current = runtime.book.current_policy_epoch()
+        thread = self._runner_thread
+        runner: Literal["running", "stopped", "none"] = (
+            "none" if thread is None else "running" if thread.is_alive() else "stopped")
+        ok = (pdp is None or pdp.state == "up") and runner != "stopped"
+        return HealthReport(status="ok" if ok else "degraded", pid=os.getpid(), started_at_us=self.started_at_us,
+                            policy_epoch=current.epoch if current else None, pdp=pdp, runner=runner,
+                            runner_error=self._runner_error)
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Take the world's lock, open the runtime (its PDP supervised), then start the runner (if there is
+        anything for it to run). A failure closes whatever was opened and releases the lock."""
+        self._lock = ServeLock.acquire(self.settings.resolved_data_dir())
+        try:
+            self._runtime = Runtime.open(self.settings, supervise=True)
+            self.started_at_us = self._runtime.book.clock.now_us()
+            self._governance = GovernanceCalls(self._runtime)
+            self._external = ExternalAgents(self._runtime.book)
+            if self.controller or self.adapters:
+                self._start_runner()
+        except BaseException:
+            self.stop()
+            raise
+
+    def announce(self, url: str) -> dict[str, Any]:
+        """Record the server's address in the lock file; what ``pmw serve`` prints once it listens."""
+        info = {"pid": os.getpid(), "url": url, "started_at_us": self.started_at_us,
+                "policy_epoch": self.health().policy_epoch}
+        if self._lock is not None:
+            self._lock.write(info)
+        return info
+
+    def _start_runner(self) -> None:
+        """The runner decides with the runtime's PDP (never a PDP of its own) on a store of its own."""
+        address = self.runtime.address
+        runner_settings = self.settings.model_copy(update={
+            "pdp_address": address.grpc, "pdp_admin_user": None, "pdp_admin_password": None})
+        self._runner_runtime = Runtime.open(runner_settings, supervise=False)
+        runner = InProcessRunner(
+            self._runner_runtime.book, adapters=self.adapters, rule_dir=self.rules,
+            governor=self.governor or "", worker_id=self.worker_id, lease_seconds=self.lease_seconds,
+            controller=self.controller, follow_policy=self._runner_runtime.follow_policy)
+        self._runner = runner
+        runner.start()
+        self._runner_thread = threading.Thread(target=self._run, name="pmw-serve-runner", daemon=True)
+        self._runner_thread.start()
+
+    def _run(self) -> None:
+        """Rounds until stopped. While no decision can be had (the PDP down and being restarted, the store
+        unreachable) the runner waits and tries again: work waits, nothing is decided meanwhile."""
+        assert self._runner is not None
+        while not self._stop.is_set():
+            try:
+                self._runner_stats.add(self._runner.serve(self._stop, poll_s=self.poll_s))
+            except (PolicyUnavailable, StoreUnavailable) as exc:
+                self._runner_error = f"waiting: {exc.message}"[:500]
+                self._stop.wait(self.poll_s)
+                continue
+            except Exception as exc:  # reported on /v1/health as a stopped runner; the API keeps serving
+                self._runner_error = f"{type(exc).__name__}: {exc}"[:500]
+                raise
+            self._runner_error = None
+
+    def stop(self) -> None:
+        """Stop the runner between cycles, close both runtimes, release the lock. Idempotent."""
+        self._stop.set()
+        thread, self._runner_thread = self._runner_thread, None
+        if thread is not None:
+            thread.join(RUNNER_STOP_S)
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            runner.close()
+        for name in ("_runner_runtime", "_runtime"):
+            runtime = getattr(self, name)
+            setattr(self, name, None)
+            if runtime is not None:
+                runtime.close()
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()
+
+
+__all__ = ["GOVERNANCE_WRITES", "HealthReport", "Service", "governance_specs"]

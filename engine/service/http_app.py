@@ -1,0 +1,162 @@
+"""The HTTP face of ``pmw serve``: a FastAPI application over one :class:`~engine.service.host.Service`.
+
+Every route but ``GET /v1/health`` needs ``Authorization: Bearer <token>`` (``engine.auth.tokens``); the
+token's agent is the principal of every call it makes. Routes:
+
+- ``GET  /v1/health``: the server, its PDP (up, down, restarting) and the policy epoch; 503 while the PDP is
+  down (work waits, fail closed). Shows no secret and needs no token.
+- ``GET  /v1/whoami``: the token's agent, token id, scope and expiry.
+- ``POST /v1/world/{call}``: one World call (``engine.service.calls``): body ``{"arguments": {...}}``.
+- ``POST /v1/governance/{call}``: one governance call (``engine.service.governance``), the same way.
+- ``POST /v1/wakes/pull``: the token's agent's most urgent due wake, leased, with its projection (or null).
+- ``POST /v1/wakes/{wake_id}/decision``: the agent's decision for a wake it pulled; answers the receipt.
+
+Answers are ``{"result": ...}`` (JSON of the call's models). Errors are ``application/problem+json``
+(RFC 9457) with PMW's stable ``code``, the CLI's ``exit_code`` and the error's fields. A request body over
+:data:`MAX_BODY_BYTES` is refused before it is parsed. Calls are served one at a time (one lock around the
+world), which is what one SQLite writer allows anyway.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from anyio import to_thread
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+from engine.auth.tokens import authenticate
+from engine.errors import InvalidInput, PayloadTooLarge, PMWError
+from engine.models.tokens import TokenPrincipal
+from engine.service.calls import WORLD_CALLS, CallSpec, bind, invoke, spec_of
+from engine.service.wire import model_name, to_wire
+
+if TYPE_CHECKING:
+    from engine.service.host import Service
+
+MAX_BODY_BYTES = 8 * 1024 * 1024
+STATUS_OF_EXIT = {1: 500, 3: 400, 4: 404, 5: 409, 6: 403, 7: 500, 8: 503, 9: 503, 10: 401}
+
+
+def problem(exc: PMWError) -> JSONResponse:
+    """``exc`` as an RFC 9457 problem document with PMW's code, exit code and fields."""
+    status = STATUS_OF_EXIT.get(exc.exit_code, 500)
+    body = {"type": f"urn:pmw:error:{exc.code}", "title": exc.code, "status": status, "detail": exc.message,
+            **to_wire(exc.to_dict()), "exit_code": exc.exit_code}
+    headers = {"WWW-Authenticate": 'Bearer realm="pmw"'} if status == 401 else None
+    return JSONResponse(body, status_code=status, media_type="application/problem+json", headers=headers)
+
+
+def bearer(request: Request) -> str | None:
+    """The token of ``Authorization: Bearer <token>`` (None when there is no such header)."""
+    header = request.headers.get("authorization")
+    if header is None:
+        return None
+    scheme, _, token = header.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+async def arguments_of(request: Request) -> tuple[dict[str, Any], list[Any]]:
+    """The request's ``{"arguments": {...}, "positional": [...]}`` (both optional; an empty body: no
+    arguments); bad JSON is ``InvalidInput``."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise PayloadTooLarge("body", int(declared), MAX_BODY_BYTES)
+    raw = await request.body()
+    if len(raw) > MAX_BODY_BYTES:
+        raise PayloadTooLarge("body", len(raw), MAX_BODY_BYTES)
+    if not raw.strip():
+        return {}, []
+    try:
+        body = json.loads(raw, parse_constant=_refuse_constant)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidInput("body", f"not JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise InvalidInput("body", "must be a JSON object")
+    unknown = set(body) - {"arguments", "positional"}
+    if unknown:
+        raise InvalidInput("body", f"unknown members {sorted(unknown)[:5]}; send {{\"arguments\": {{...}}}}")
+    found, positional = body.get("arguments", {}), body.get("positional", [])
+    if not isinstance(found, dict):
+        raise InvalidInput("arguments", "must be a JSON object of keyword arguments")
+    if not isinstance(positional, list):
+        raise InvalidInput("positional", "must be a JSON array")
+    return found, positional
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def build_app(service: Service) -> FastAPI:
+    """The application serving ``service``'s world."""
+    app = FastAPI(title="PMW", version="1", docs_url=None, redoc_url=None, openapi_url=None)
+    lock = threading.Lock()
+
+    async def served(request: Request, work: Callable[[TokenPrincipal], Any]) -> Response:
+        """Authenticate, then run ``work`` (on a worker thread, one call at a time) and answer its result."""
+        token = bearer(request)
+
+        def run() -> Any:
+            with lock:
+                principal = authenticate(service.runtime.store.read, token, service.runtime.book.clock.now_us())
+                value = work(principal)
+                return {"result": to_wire(value), "model": model_name(value)}
+        try:
+            answer = await to_thread.run_sync(run)
+        except PMWError as exc:
+            return problem(exc)
+        return JSONResponse(answer)
+
+    @app.exception_handler(PMWError)
+    async def pmw_error(_request: Request, exc: PMWError) -> Response:
+        return problem(exc)
+
+    @app.get("/v1/health")
+    async def health() -> Response:
+        report = await to_thread.run_sync(service.health)
+        return JSONResponse(to_wire(report), status_code=200 if report.status == "ok" else 503)
+
+    @app.get("/v1/whoami")
+    async def whoami(request: Request) -> Response:
+        return await served(request, lambda principal: principal)
+
+    @app.post("/v1/world/{call}")
+    async def world_call(call: str, request: Request) -> Response:
+        spec = spec_of(WORLD_CALLS, "world", call)
+        arguments, positional = await arguments_of(request)
+        world = service.runtime.world
+        return await served(request, lambda p: invoke(world, spec, bind(spec, p, arguments, positional,
+                                                                         target=world)))
+
+    @app.post("/v1/governance/{call}")
+    async def governance_call(call: str, request: Request) -> Response:
+        spec = spec_of(service.governance_calls, "governance", call)
+        arguments, positional = await arguments_of(request)
+        facade = service.governance
+        return await served(request, lambda p: invoke(facade, spec, bind(spec, p, arguments, positional,
+                                                                          target=facade)))
+
+    @app.post("/v1/wakes/pull")
+    async def pull(request: Request) -> Response:
+        arguments, _ = await arguments_of(request)
+        spec = CallSpec("pull", True, ())
+        return await served(request, lambda p: service.pull(p, bind(spec, p, arguments)))
+
+    @app.post("/v1/wakes/{wake_id}/decision")
+    async def decision(wake_id: str, request: Request) -> Response:
+        arguments, _ = await arguments_of(request)
+        spec = CallSpec("decide", True, ())
+        return await served(request, lambda p: service.decide(p, wake_id, bind(spec, p, arguments)))
+
+    @app.exception_handler(404)
+    async def not_found(_request: Request, _exc: Exception) -> Response:
+        return problem(InvalidInput("path", "no such route; see docs/operations.md for the API"))
+
+    return app
+
+
+__all__ = ["MAX_BODY_BYTES", "build_app", "problem"]
