@@ -92,10 +92,12 @@ def test_ten_sigkills_each_come_back_within_5_s(managed: ManagedPdp, client: Cer
         assert status.last_exit_code == -signal.SIGKILL
         assert managed.address is not None and (managed.address.grpc, managed.address.http) == ports
         assert set(seen_between) <= {"down", "restarting"} and len(seen_between) == 10
+        last = managed.pid
+        assert last is not None
     finally:
         supervisor.stop()
-    pid = managed.pid
-    assert pid is None
+    assert managed.pid is None
+    assert wait_dead(last, 5), "stop() left the last PDP running"
     assert processes_mentioning(str(managed.workdir)) == [], "stop() left a PDP running"
     assert not managed.workdir.exists(), "stop() left the working directory"
     assert supervisor.status().state == "stopped"
