@@ -15,8 +15,8 @@ epoch probes (principal ``pmw-epoch-probe``) are not an agent's decisions and ar
 from __future__ import annotations
 
 import gzip
+import heapq
 import json
-from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -59,6 +59,7 @@ class LoggedCheck:
     policies: dict[str, str]  # action -> the policy that decided
     policy_files: dict[str, str]  # policy -> its file
     epoch: str | None
+    invalid: bool = False  # the PDP's schemas refused the attributes (the runtime raised PolicyInvalidRequest)
 
 
 class AuditRow(Model):
@@ -75,6 +76,8 @@ class AuditRow(Model):
     policy: str | None = Field(default=None, description="the policy that decided, e.g. resource.task.vdefault")
     policy_file: str | None = None
     policy_epoch: str | None = None
+    invalid_request: bool = Field(default=False, description="the PDP's schemas refused the attributes "
+                                                             "(the caller got policy_invalid_request)")
 
 
 def parse_time_us(text: str) -> int:
@@ -134,7 +137,7 @@ def _checks_of(entry: dict[str, Any]) -> Iterator[LoggedCheck]:
         yield LoggedCheck(time_us=time_us, call_id=str(entry.get("callId", "")), principal=principal,
                           resource=resource, effects=effects,
                           policies={a: str(v.get("policy", "")) for a, v in acts.items() if v.get("policy")},
-                          policy_files=files, epoch=epoch)
+                          policy_files=files, epoch=epoch, invalid=bool(answer.get("validationErrors")))
 
 
 def read_checks(path: Path, *, include_probes: bool = False) -> Iterator[LoggedCheck]:
@@ -205,17 +208,23 @@ def rows_of(check: LoggedCheck) -> Iterator[AuditRow]:
         yield AuditRow(time_us=check.time_us, call_id=check.call_id, principal=check.principal.id,
                        roles=list(check.principal.roles), kind=check.resource.kind, id=check.resource.id,
                        action=action, effect=effect, policy=policy,
-                       policy_file=check.policy_files.get(policy) if policy else None, policy_epoch=check.epoch)
+                       policy_file=check.policy_files.get(policy) if policy else None, policy_epoch=check.epoch,
+                       invalid_request=check.invalid)
 
 
 def audit_rows(path: Path, query: AuditFilter) -> list[AuditRow]:
-    """The newest ``query.limit`` logged decisions that pass ``query``, oldest first."""
-    kept: deque[AuditRow] = deque(maxlen=query.limit)
-    for check in read_checks(path):
-        if query.agent is not None and check.principal.id != query.agent:
-            continue
-        kept.extend(row for row in rows_of(check) if query.keeps(row))
-    return list(kept)
+    """The newest ``query.limit`` logged decisions that pass ``query``, oldest first (by the PDP's time: the
+    log's lines are written as requests finish, not quite in time order)."""
+    kept: list[tuple[int, int, AuditRow]] = []  # a min-heap of the newest rows: (time, line order, row)
+    for order, row in enumerate(row for check in read_checks(path)
+                                if query.agent is None or check.principal.id == query.agent
+                                for row in rows_of(check) if query.keeps(row)):
+        item = (row.time_us, order, row)
+        if len(kept) < query.limit:
+            heapq.heappush(kept, item)
+        elif item[:2] > kept[0][:2]:
+            heapq.heapreplace(kept, item)
+    return [row for _, _, row in sorted(kept, key=lambda item: item[:2])]
 
 
 __all__ = ["AuditFilter", "AuditRow", "LoggedCheck", "audit_filter", "audit_rows", "log_files", "log_path",

@@ -20,7 +20,7 @@ from pydantic import Field
 from engine.errors import InvalidInput, PolicyInvalidRequest
 from engine.models.common import Model
 from engine.policy.cerbos_adapter import MAX_RESOURCES_PER_REQUEST, CerbosPdp
-from engine.policy.decision_log import Effect, LoggedCheck, log_files, read_checks
+from engine.policy.decision_log import LoggedCheck, log_files, read_checks
 
 DEFAULT_LIMIT = 10_000
 MAX_LIMIT = 100_000
@@ -36,7 +36,7 @@ class ShadowChange(Model):
     kind: str
     id: str
     action: str
-    before: Effect
+    before: After = Field(description="INVALID: the PDP's schemas refused the request")
     after: After
 
 
@@ -51,7 +51,7 @@ class ShadowReport(Model):
     changed: int
     allow_to_deny: int
     deny_to_allow: int
-    invalid: int = Field(description="checks the candidate's schemas refuse")
+    invalid: int = Field(description="checks the candidate's schemas refuse (a change if the log's were valid)")
     changes: list[ShadowChange]
 
 
@@ -103,8 +103,9 @@ def replay(pdp: CerbosPdp, checks: Sequence[LoggedCheck], *, policy_dir: Path, c
     for batch in _groups(checks):
         for check, answer in zip(batch, _answers(pdp, batch), strict=True):
             invalid += answer is None
-            for action, before in check.effects.items():
+            for action, effect in check.effects.items():
                 decided += 1
+                before: After = "INVALID" if check.invalid else effect
                 after: After = "INVALID" if answer is None else answer.get(action, "DENY")
                 if after != before:
                     changes.append(ShadowChange(time_us=check.time_us, call_id=check.call_id,
