@@ -191,7 +191,7 @@ def test_an_undeployed_denial_is_explained_without_deploying(calls: GovernanceCa
     broken = tmp_path / "broken"
     shutil.copytree(directory, broken)
     replace_in(broken / "resources" / "state.yaml", 'expr: R.id == "frozen"', 'expr: R.id == "frozen" &&')
-    with pytest.raises(PolicyRejected, match="resources/state.yaml"):
+    with pytest.raises(PolicyRejected, match=r"resources/state\.yaml"):
         calls.explain("gov", "alice", "state", "frozen", "write", policy_dir=str(broken))
     with pytest.raises(InvalidInput):
         calls.explain("gov", "alice", "state", "frozen", "write", policy_dir=str(tmp_path / "nowhere"))
