@@ -153,7 +153,7 @@ def test_explain_names_the_rule_and_the_file_that_decided(calls: GovernanceCalls
     assert (yes.policy, yes.policy_file, yes.rule) == ("resource.task.vdefault", "resources/task.yaml", "claim")
     assert yes.policy_epoch == probe_epoch(runtime.pdp)
     assert Path(yes.policy_dir) == runtime.managed.policy_dir.resolve()  # type: ignore[union-attr]
-    assert (Path(yes.policy_dir) / yes.policy_file).is_file()
+    assert yes.policy_file is not None and (Path(yes.policy_dir) / yes.policy_file).is_file()
     assert "live_agent" in yes.derived_roles
     assert any("rule=claim" in step.path for step in yes.trace)
     no = calls.explain("gov", "carol", "task", "t1", "claim")  # no task.work: no rule allows it
