@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from pydantic import Field, model_validator
 
 from engine.models.common import Id, Model, Name, Payload, TimeUs, Version
+from engine.models.enums import Presence
 from engine.models.lifecycle import Lifecycle
-
-
-class Presence(StrEnum):
-    """active owns its terminal context; attached participates without owning; offline keeps everything."""
-
-    ACTIVE = "active"
-    ATTACHED = "attached"
-    OFFLINE = "offline"
-
 
 SESSION_LIFECYCLE = Lifecycle("session", {
     "activate": ({Presence.ATTACHED, Presence.ACTIVE}, Presence.ACTIVE),

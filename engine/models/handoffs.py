@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from pydantic import Field
 
 from engine.models.common import Id, Model, Payload, Refs, Text, TimeUs, Version
+from engine.models.enums import HandoffStatus
 from engine.models.lifecycle import Lifecycle
-
-
-class HandoffStatus(StrEnum):
-    PENDING = "pending"
-    ACCEPTED = "accepted"
-    COMPLETED = "completed"
-    REJECTED = "rejected"
-
 
 HANDOFF_LIFECYCLE = Lifecycle("handoff", {
     "accept": ({HandoffStatus.PENDING}, HandoffStatus.ACCEPTED),

@@ -7,6 +7,7 @@ from enum import StrEnum
 from pydantic import Field
 
 from engine.models.common import Confidence, Id, Model, Payload, Refs, Text, TimeUs, Version
+from engine.models.enums import EpistemicType
 from engine.models.lifecycle import Lifecycle
 
 
@@ -15,20 +16,6 @@ class MemoryScope(StrEnum):
     ROOM = "room"
     SHARED = "shared"
     ARCHIVE = "archive"
-
-
-class EpistemicType(StrEnum):
-    OBSERVATION = "observation"
-    USER_STATEMENT = "user_statement"
-    TOOL_RESULT = "tool_result"
-    HYPOTHESIS = "hypothesis"
-    INFERENCE = "inference"
-    CONSTRAINT = "constraint"
-    DECISION = "decision"
-    VERIFIED_FACT = "verified_fact"
-    OPEN_QUESTION = "open_question"
-    REJECTED = "rejected"
-    SUPERSEDED = "superseded"
 
 
 class MemoryStatus(StrEnum):

@@ -2,31 +2,10 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from pydantic import Field
 
 from engine.models.common import Id, Model, Payload, Refs, TimeUs
-
-
-class Decision(StrEnum):
-    NO_ACTION = "no_action"
-    ACT = "act"
-    SHARE = "share"
-    JOIN = "join"
-    HANDOFF = "handoff"
-    REQUEST = "request"
-    VERIFY = "verify"
-
-
-class Outcome(StrEnum):
-    ACTED = "acted"
-    NO_ACTION = "no_action"
-    DENIED = "denied"
-    CONFLICT = "conflict"
-    SUPPRESSED = "suppressed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
+from engine.models.enums import Decision, Outcome
 
 
 class ReceiptBody(Model):

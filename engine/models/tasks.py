@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from pydantic import Field
 
 from engine.models.common import Id, Model, Payload, Refs, Text, TimeUs, Version
+from engine.models.enums import TaskStatus
 from engine.models.lifecycle import Lifecycle
-
-
-class TaskStatus(StrEnum):
-    OPEN = "open"
-    ASSIGNED = "assigned"
-    CLAIMED = "claimed"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    ABORTED = "aborted"
-
 
 _LIVE = {TaskStatus.OPEN, TaskStatus.ASSIGNED, TaskStatus.CLAIMED}
 

@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from pydantic import Field
 
 from engine.models.common import Id, Model, TimeUs, Version
-
-
-class EdgeType(StrEnum):
-    INFO = "info"
-    CONTROL = "control"
-    AUTHORITY = "authority"
-    MEMORY = "memory"
-    ROOM = "room"
+from engine.models.enums import EdgeType
 
 
 class TopologyEdge(Model):

@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from pydantic import Field
 
 from engine.models.common import Id, Model, Payload, Priority, Refs, TimeUs, Version
+from engine.models.enums import WakeStatus
 from engine.models.lifecycle import Lifecycle
-
-
-class WakeStatus(StrEnum):
-    PENDING = "pending"
-    CLAIMED = "claimed"
-    ACKED = "acked"
-    CANCELLED = "cancelled"
-
 
 WAKE_LIFECYCLE = Lifecycle("wake", {
     "claim": ({WakeStatus.PENDING, WakeStatus.CLAIMED}, WakeStatus.CLAIMED),  # CLAIMED only once leased out
