@@ -274,8 +274,9 @@ class ManagedPdp:
         self.policy_dir = Path(policy_dir).absolute()  # not resolve(): a deployment swaps the symlink
         self._shared_run_dir = run_dir is None
         self.run_dir = (default_run_dir() if run_dir is None else Path(run_dir)).absolute()
-        self._workdir = self.run_dir / f"{WORKDIR_PREFIX}{os.getpid()}-{secrets.token_hex(8)}"
+        self._workdir = self._new_workdir()
         self.audit_path = audit_path
+        self._default_log = log_path is None
         self.log_path = log_path or self._workdir / "pdp.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.address: PdpAddress | None = None
@@ -283,6 +284,9 @@ class ManagedPdp:
         self._password = secrets.token_urlsafe(24)
         self._lock = threading.RLock()
         self._stopped = True
+
+    def _new_workdir(self) -> Path:
+        return self.run_dir / f"{WORKDIR_PREFIX}{os.getpid()}-{secrets.token_hex(8)}"
 
     @property
     def workdir(self) -> Path:
@@ -300,6 +304,10 @@ class ManagedPdp:
         record its owner (PID and process start time)."""
         _private_dir(self.run_dir, enforce=self._shared_run_dir)
         sweep_orphans(self.run_dir)
+        if not self._workdir.exists() and not self._workdir.name.startswith(f"{WORKDIR_PREFIX}{os.getpid()}-"):
+            self._workdir = self._new_workdir()  # made before a fork: the name carries the owner's PID
+            if self._default_log:
+                self.log_path = self._workdir / "pdp.log"
         self._workdir.mkdir(mode=0o700, exist_ok=True)
         fd = _open_private(self._workdir / _OWNER_FILE, os.O_TRUNC)
         with os.fdopen(fd, "w") as f:
