@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from engine.policy import governance
+from engine.policy.pdp_process import ManagedPdp
 from tests.cli_support import (
     GOVERNOR,
     POLICY_DIR,
@@ -165,21 +167,98 @@ def test_invoke_without_the_capability_is_denied_and_recorded(pmw: Pmw) -> None:
     assert "policy_epoch:" in pmw.ok("invoke", "tool", "deploy", actor="alice")
 
 
-# -- policy explain -----------------------------------------------------------------------------------
+# -- policy explain, history, shadow, audit: governance calls ------------------------------------------
 
 
-def test_policy_explain_shows_the_decision_and_its_inputs(pmw: Pmw) -> None:
-    pmw.ok("tasks", "create", "Mine", "--id", "t1", actor="alice")
-    yes = pmw.js("policy", "explain", "--principal", "alice", "task", "t1", "abort")
-    assert (yes["allowed"], yes["policy_epoch"]) == (True, pmw.pdp.epoch)
+@pytest.fixture
+def logged_world(tmp_path: Path) -> Iterator[Pmw]:
+    """A world at ``tmp_path/world.db`` whose PDP serves the deployment beside it (``policy-deploys``) and
+    writes the decision log beside it (``audit/decisions.log``), as the runtime's own PDP does; ``gov``,
+    ``alice`` (the usual capabilities), ``bob`` (none) and alice's task ``t1``."""
+    require_cerbos()
+    deployment = governance.deploy(POLICY_DIR, tmp_path / "policy-deploys")
+    managed = ManagedPdp(tmp_path / "policy-deploys" / "current", audit_path=tmp_path / "audit" / "decisions.log")
+    address = managed.start()
+    cli = Pmw(f"sqlite:///{tmp_path / 'world.db'}", Pdp(address=address, deploy_root=tmp_path / "policy-deploys",
+                                                        epoch=deployment.epoch))
+    cli.init()
+    cli.agents("alice", caps=("task.create", "task.work", "state.write", "tool:deploy"))
+    cli.agents("bob", caps=())
+    cli.ok("tasks", "create", "Mine", "--id", "t1", actor="alice")
+    yield cli
+    managed.stop()
+
+
+def test_policy_explain_names_the_rule_and_file_with_what_if_and_an_undeployed_set(logged_world: Pmw,
+                                                                                   tmp_path: Path) -> None:
+    pmw = logged_world
+    yes = pmw.js("policy", "explain", "--principal", "alice", "task", "t1", "abort", actor=GOVERNOR)
+    assert (yes["allowed"], yes["policy_epoch"], yes["policy_set"]) == (True, pmw.pdp.epoch, "deployed")
+    assert (yes["rule"], yes["policy_file"], yes["policy"]) == (
+        "abort", "resources/task.yaml", "resource.task.vdefault")
     assert "owner" in yes["derived_roles"]
     assert yes["principal_attr"]["capabilities"] == ["state.write", "task.create", "task.work", "tool:deploy"]
     assert (yes["resource_attr"]["owner"], yes["resource_attr"]["status"]) == ("alice", "open")
-    no = pmw.js("policy", "explain", "--principal", "bob", "task", "t1", "abort")
-    assert no["allowed"] is False
+    no = pmw.js("policy", "explain", "--principal", "bob", "task", "t1", "abort", actor=GOVERNOR)
+    assert (no["allowed"], no["rule"]) == (False, None)
     assert "owner" not in no["derived_roles"]
-    human = pmw.ok("policy", "explain", "--principal", "bob", "task", "t1", "read")
+    what_if = pmw.js("policy", "explain", "--principal", "alice", "task", "t1", "abort", "--principal-attr",
+                     '{"status": "offline"}', actor=GOVERNOR)
+    assert (what_if["allowed"], what_if["rule"], what_if["what_if"]) == (False, "offline-read-only",
+                                                                         ["principal.status"])
+    edited = copy_policies(tmp_path, "edited")
+    edit(edited / "resources" / "task.yaml", "    - name: abort\n", "    - name: abort-own-task\n")
+    asked = pmw.js("policy", "explain", "--principal", "alice", "task", "t1", "abort", "--dir", str(edited),
+                   actor=GOVERNOR)
+    assert (asked["rule"], asked["policy_set"], asked["policy_dir"]) == ("abort-own-task", "candidate", str(edited))
+    assert epochs(pmw.db_url, pmw.pdp) == [pmw.pdp.epoch]  # asked, never deployed
+    human = pmw.ok("policy", "explain", "--principal", "bob", "task", "t1", "read", actor=GOVERNOR)
     assert "allowed:" in human and "true" in human.split("allowed:")[1].splitlines()[0]
+    assert "rule:" in human and "read" in human.split("rule:")[1].splitlines()[0]
+    assert pmw.fails(3, "policy", "explain", "--principal", "bob", "task", "t1", "read", "--resource-attr", "[1]",
+                     actor=GOVERNOR)["field"] == "--resource-attr"
+    before = counts(pmw.db_url)
+    assert pmw.fails(6, "policy", "explain", "--principal", "bob", "task", "t1", "read",
+                     actor="alice")["code"] == "policy_denied"
+    assert_one_denial(before, pmw.db_url, "alice")
+
+
+def test_policy_history_shadow_and_audit_are_a_governors(logged_world: Pmw, tmp_path: Path) -> None:
+    pmw = logged_world
+    pmw.ok("state", "set", "frozen", "1", "--expect-version", "0", actor="alice")
+    pmw.fails(6, "state", "set", "plan", "1", "--expect-version", "0", actor="bob")
+    history = pmw.js("policy", "history", actor=GOVERNOR)
+    assert [h["epoch"] for h in history] == [pmw.pdp.epoch]
+    deadline = time.monotonic() + 10  # the PDP writes its log asynchronously
+    while not (denied := pmw.js("audit", "--agent", "bob", "--kind", "state", "--effect", "DENY", actor=GOVERNOR)):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert [(r["principal"], r["id"], r["action"], r["effect"]) for r in denied] == [("bob", "plan", "write", "DENY")]
+    assert denied[0]["policy_epoch"] == pmw.pdp.epoch
+    assert pmw.js("audit", "--since", "2999-01-01T00:00:00", actor=GOVERNOR) == []
+    assert pmw.fails(3, "audit", "--effect", "MAYBE", actor=GOVERNOR)["field"] == "effect"
+    assert pmw.fails(3, "audit", "--since", "yesterday", actor=GOVERNOR)["field"] == "--since"
+    assert "PRINCIPAL" in pmw.ok("audit", "--agent", "bob", actor=GOVERNOR).splitlines()[0]
+    same = pmw.js("policy", "shadow", "--dir", str(POLICY_DIR), actor=GOVERNOR)
+    assert (same["changed"], same["checks_replayed"] > 0) == (0, True)
+    frozen = copy_policies(tmp_path, "frozen")
+    edit(frozen / "resources" / "state.yaml", "    # ---- guardrails", """    - name: frozen-key
+      actions: ["write"]
+      effect: EFFECT_DENY
+      roles: ["*"]
+      condition:
+        match:
+          expr: R.id == "frozen"
+    # ---- guardrails""")
+    before = counts(pmw.db_url)
+    flipped = pmw.js("policy", "shadow", "--dir", str(frozen), actor=GOVERNOR)
+    assert [(c["principal"], c["kind"], c["id"], c["action"], c["before"], c["after"]) for c in flipped["changes"]] \
+        == [("alice", "state", "frozen", "write", "ALLOW", "DENY")]
+    assert counts(pmw.db_url) == before  # shadowing commits nothing
+    for args in (("policy", "history"), ("policy", "shadow", "--dir", str(frozen)), ("audit",),
+                 ("policy", "reload", "--dir", str(frozen))):
+        assert pmw.fails(6, *args, actor="bob")["code"] == "policy_denied", args
+    assert epochs(pmw.db_url, pmw.pdp) == [pmw.pdp.epoch]
 
 
 # -- policy test --------------------------------------------------------------------------------------
@@ -237,6 +316,25 @@ def test_policy_test_reports_failing_suites_with_junit(tmp_path: Path) -> None:
     assert int(root.get("failures", "0")) > 0
 
 
+def test_policy_test_passes_verbose_and_test_filter_through(tmp_path: Path) -> None:
+    require_cerbos()
+    loose = copy_policies(tmp_path)  # the task suite's "create needs task.create" now fails
+    edit(loose / "resources" / "task.yaml", "expr: V.can_create\n", "expr: V.can_create || true\n")
+    other = invoke(None, "policy", "test", "--dir", str(loose), "--test-filter", "suite=StatePolicySuite")
+    assert other.exit_code == 0, other.stderr  # only the state suite ran
+    assert "selected" in other.stdout
+    failing = "suite=TaskPolicySuite;test=create needs task.create and a live agent"
+    plain = invoke(None, "policy", "test", "--dir", str(loose), "--test-filter", failing)
+    assert_clean_failure(plain, 3)
+    assert "rule=create" not in plain.stderr
+    traced = invoke(None, "policy", "test", "--dir", str(loose), "--test-filter", failing, "--verbose")
+    assert_clean_failure(traced, 3)
+    assert "> rule=create > condition" in traced.stderr  # the evaluation trace of the failing test
+    bad = invoke(None, "policy", "test", "--dir", str(loose), "--test-filter", "colour=red", as_json=True)
+    assert_clean_failure(bad, 3)
+    assert json.loads(bad.stderr)["field"] == "--test-filter"
+
+
 # -- policy reload ------------------------------------------------------------------------------------
 
 
@@ -250,10 +348,10 @@ def test_a_broken_reload_is_refused_and_the_epoch_stays(pmw: Pmw, tmp_path: Path
     broken = copy_policies(tmp_path, "edited")
     edit(broken / "resources" / "task.yaml", "expr: V.can_create\n", "expr: V.can_create &&\n")
     before = counts(pmw.db_url)
-    human = pmw.run("policy", "reload", "--dir", str(broken))
+    human = pmw.run("policy", "reload", "--dir", str(broken), actor=GOVERNOR)
     assert_clean_failure(human, 3)
     assert "resources/task.yaml:" in human.stderr
-    error = pmw.fails(3, "policy", "reload", "--dir", str(broken))
+    error = pmw.fails(3, "policy", "reload", "--dir", str(broken), actor=GOVERNOR)
     assert error["code"] == "policy_rejected"
     assert counts(pmw.db_url) == before
     assert epochs(pmw.db_url, pmw.pdp) == [pmw.pdp.epoch]
@@ -280,7 +378,7 @@ def test_reload_activates_a_new_epoch_and_invalidates_older_approvals(tmp_path: 
     cli.ok("approvals", "approve", approval, actor=GOVERNOR)
     edited = copy_policies(tmp_path, "edited")
     edit(edited / "resources" / "tool.yaml", 'description: "tool:', 'description: "tool (reviewed):')
-    report = cli.js("policy", "reload", "--dir", str(edited))
+    report = cli.js("policy", "reload", "--dir", str(edited), actor=GOVERNOR)
     assert report["previous_epoch"] == own_pdp.epoch
     assert report["epoch"].startswith("p-") and report["epoch"] != own_pdp.epoch
     assert report["reload_seconds"] > 0 and report["revocation_seconds"] >= 0
@@ -292,7 +390,7 @@ def test_reload_activates_a_new_epoch_and_invalidates_older_approvals(tmp_path: 
     assert (stale["code"], stale["approval_id"]) == ("approval_invalid", approval)
     assert own_pdp.epoch in stale["reason"]
     # Reloading the same set again is a no-op epoch change; humans get the same fields.
-    human = cli.ok("policy", "reload", "--dir", str(edited))
+    human = cli.ok("policy", "reload", "--dir", str(edited), actor=GOVERNOR)
     for field in ("previous_epoch:", "epoch:", "reload_seconds:", "revocation_seconds:", "revoked.wakes_revoked:",
                   "revoked.handoffs_revoked:"):
         assert field in human
