@@ -4,16 +4,18 @@ what the ledger, the events and lists show (never the secret, never its hash).""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from engine.auth.tokens import authenticate, hash_secret, parse_token
 from engine.errors import IllegalTransition, InvalidInput, NotFound, PolicyDenied, Unauthenticated
 from engine.models.tokens import DEFAULT_EXPIRES_IN_S, TokenScope, TokenStatus
+from engine.policy.cerbos_adapter import CerbosPdp
 from engine.sources import ManualClock
 from engine.world import World
 from store import Reader
-from tests.conftest import add_agent, book_of
+from tests.conftest import add_agent, book_of, close_world, open_pdp_world
 
 
 @pytest.fixture
@@ -166,3 +168,22 @@ def test_bad_input_is_refused_and_changes_nothing(world: World, bad: dict[str, o
 def test_a_token_for_an_unknown_agent_is_not_found(world: World) -> None:
     with pytest.raises(NotFound):
         world.issue_token("gov", "ghost")
+
+
+def test_tokens_on_postgresql(pg_url: str, tmp_path: Path, pdp_client: CerbosPdp) -> None:
+    """The same calls on a real PostgreSQL: issue, authenticate, list, revoke, refused next."""
+    world = open_pdp_world(pg_url, pdp_client, tmp_path / "artifacts")
+    try:
+        add_agent(world, "alice", ["state.write"])
+        token = world.issue_token("gov", "alice", expires_in_s=3600, label="pg")
+        assert token.token is not None
+        read = _read(world)
+        assert authenticate(read, token.token, world.clock.now_us()).agent_id == "alice"
+        assert [t.token_id for t in world.list_tokens("alice")] == [token.token_id]
+        world.revoke_token("alice", token.token_id)
+        with pytest.raises(Unauthenticated):
+            authenticate(read, token.token, world.clock.now_us())
+        _, secret = parse_token(token.token)
+        assert secret not in json.dumps(read.events(0))
+    finally:
+        close_world(world)
