@@ -129,7 +129,7 @@ class Runtime:
                                      audit_path=settings.resolved_data_dir() / "audit" / "decisions.log")
                 address = managed.start()
                 if supervise:
-                    supervisor = PdpSupervisor(managed)
+                    supervisor = PdpSupervisor(managed, max_backoff_s=1.0)  # back within seconds
                     supervisor.start()
             pdp = CerbosPdp(address, timeout_s=settings.pdp_timeout_s)
             book = RuntimeBook(store, policy=PdpAuthorizer(pdp, store.read), clock=clock, ids=ids,

@@ -1,6 +1,7 @@
 """``pmw serve`` (one long-lived owner of a world, with an HTTP API) and ``pmw login`` (a client's token)."""
 
 import ipaddress
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -67,6 +68,7 @@ def serve(
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
+            sock.listen(128)  # connections wait in the backlog until uvicorn accepts them: ready once printed
         except OSError as exc:
             sock.close()
             raise InvalidInput("--port", f"cannot listen on {host}:{port}: {exc}") from None
@@ -79,10 +81,21 @@ def serve(
                                                    lifespan="off", timeout_graceful_shutdown=10))
             typer.echo(json.dumps({"serving": url, **info}, sort_keys=True))
             sys.stdout.flush()
-            server.run(sockets=[sock])  # until SIGTERM / SIGINT (uvicorn's handlers; then a graceful stop)
+            # uvicorn handles SIGTERM/SIGINT (a graceful stop), then raises the signal again with the handler
+            # it found installed: ours ignores it, so the service below is stopped in order, not killed.
+            previous = {s: signal.signal(s, _stopped) for s in (signal.SIGTERM, signal.SIGINT)}
+            try:
+                server.run(sockets=[sock])
+            finally:
+                for s, handler in previous.items():
+                    signal.signal(s, handler)
         finally:
             sock.close()
             service.stop()
+
+
+def _stopped(_signum: int, _frame: object) -> None:
+    """The stop signal, once uvicorn has served its last request: the service is stopped after it."""
 
 
 def login(

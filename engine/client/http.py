@@ -74,7 +74,11 @@ class ServerClient:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as response:
                 return _decoded(response.read(), self.server)
         except urllib.error.HTTPError as exc:
-            answer = _decoded(exc.read(), self.server)
+            try:
+                raw = exc.read()
+            finally:
+                exc.close()  # the error holds the connection: never leave it to the garbage collector
+            answer = _decoded(raw, self.server)
             if "code" in answer:
                 raise RemoteError(answer) from None
             raise ServerUnreachable(self.server, f"HTTP {exc.code} without a PMW error") from None

@@ -1,0 +1,107 @@
+"""``pmw serve`` as a trust boundary: a real server process, two CLI clients (real processes) and one
+embedded client on the same world. No token is refused; a token acts only as its agent; a revoked token is
+refused on the very next call; a read-scoped token cannot write; no token is at rest in clear anywhere in
+the data directory or the server's logs."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.client.http import RemoteError
+from engine.runtime import Runtime
+from engine.settings import load_settings
+from tests.service.support import Served, secret_anywhere
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with Served(tmp_path_factory.mktemp("serve-tokens")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def tokens(served: Served) -> dict[str, str]:
+    return {name: served.add_agent(name, ["state.write"]) for name in ("alice", "bob")}
+
+
+def test_no_token_is_refused_by_the_cli_and_the_api(served: Served, tokens: dict[str, str]) -> None:
+    done = served.cli(None, "--json", "state", "get", "k")
+    assert done.returncode == 10, done.stderr
+    assert json.loads(done.stderr)["code"] == "unauthenticated"
+    request = urllib.request.Request(served.url + "/v1/world/get_state", data=b'{"arguments": {"key": "k"}}',
+                                     method="POST", headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    refused.value.close()
+    assert refused.value.code == 401
+    assert refused.value.headers["WWW-Authenticate"].startswith("Bearer")
+    bad = served.cli("pmw_tok_0123456789abcdef_" + "0" * 64, "--json", "state", "get", "k")
+    assert bad.returncode == 10 and json.loads(bad.stderr)["code"] == "unauthenticated"
+
+
+def test_a_token_acts_only_as_its_agent(served: Served, tokens: dict[str, str]) -> None:
+    wrote = served.cli(tokens["alice"], "--json", "state", "set", "alice-key", '{"n": 1}', "--expect-version", "0")
+    assert wrote.returncode == 0, wrote.stderr
+    as_bob = served.cli(tokens["alice"], "--as", "bob", "--json", "state", "set", "bob-key", "1",
+                        "--expect-version", "0")
+    assert as_bob.returncode == 6, as_bob.stderr
+    assert json.loads(as_bob.stderr)["code"] == "not_permitted"
+    with pytest.raises(RemoteError) as refused:  # the same through the API, the actor in the body
+        served.client(tokens["alice"]).call("world", "compare_and_set_state", (),
+                                            {"key": "bob-key", "expected_version": 0, "value": 1, "actor": "bob"})
+    assert refused.value.code == "not_permitted" and refused.value.exit_code == 6
+    gov = served.client(served.governor_token)
+    with pytest.raises(RemoteError) as missing:  # nothing was written
+        gov.call("world", "get_state", ("bob-key",), {"actor": "gov"})
+    assert missing.value.code == "not_found"
+    entry = gov.call("world", "get_state", ("alice-key",), {"actor": "gov"})
+    assert (entry.updated_by, entry.value) == ("alice", {"n": 1})  # the token's agent, not a field
+
+
+def test_two_cli_clients_and_an_embedded_client_share_one_world(served: Served, tokens: dict[str, str]) -> None:
+    assert served.cli(tokens["alice"], "state", "set", "shared", '"from alice"', "--expect-version", "0"
+                      ).returncode == 0
+    seen = served.cli(tokens["bob"], "--json", "state", "get", "shared")
+    assert seen.returncode == 0, seen.stderr
+    assert json.loads(seen.stdout)["value"] == "from alice"
+    settings = load_settings(db_url=served.env["PMW_DB_URL"])
+    with Runtime.open(settings) as embedded:  # in process, on the same store and the same deployment
+        entry = embedded.world.get_state("shared", actor="gov")
+        assert entry is not None and entry.updated_by == "alice"
+        embedded.world.compare_and_set_state("bob", "shared", entry.version, "from the embedded client")
+    again = served.cli(tokens["alice"], "--json", "state", "get", "shared")
+    assert json.loads(again.stdout)["value"] == "from the embedded client"
+
+
+def test_a_read_token_cannot_write(served: Served, tokens: dict[str, str]) -> None:
+    reader = served.issue("alice", "--scope", "read")
+    assert served.cli(reader, "--json", "state", "get", "alice-key").returncode == 0
+    refused = served.cli(reader, "--json", "state", "set", "read-only", "1", "--expect-version", "0")
+    assert refused.returncode == 6 and "read" in json.loads(refused.stderr)["reason"]
+
+
+def test_a_revoked_token_is_refused_on_the_next_call(served: Served, tokens: dict[str, str]) -> None:
+    token = served.issue("bob")
+    assert served.cli(token, "--json", "state", "get", "shared").returncode == 0
+    token_id = "tok_" + token.split("_")[2]
+    revoked = served.cli(served.governor_token, "--json", "tokens", "revoke", token_id)
+    assert revoked.returncode == 0, revoked.stderr
+    after = served.cli(token, "--json", "state", "get", "shared")
+    assert after.returncode == 10, after.stderr
+    assert json.loads(after.stderr)["code"] == "unauthenticated"
+    assert served.cli(tokens["bob"], "--json", "state", "get", "shared").returncode == 0  # bob's other token
+
+
+def test_no_token_is_at_rest_in_clear(served: Served, tokens: dict[str, str]) -> None:
+    everything = [served.governor_token, *tokens.values()]
+    for token in everything:
+        secret = token.rsplit("_", 1)[1]
+        assert secret_anywhere(served.data, secret) == [], "a token's secret is in the data directory"
+        assert secret not in served.stderr()
+    assert secret_anywhere(Path(served.data), everything[0]) == []
