@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from engine.cli.runtime import Run, invocation
-from engine.models.agents import Registration
-from engine.models.common import Model
 
 if TYPE_CHECKING:
+    from engine.models.common import Model
     from engine.settings import Settings
     from engine.world.agents import RegisterAgent
 
@@ -20,23 +20,31 @@ TOKEN_SHOWN_ONCE = ("the governor's token is shown only this once (it is stored 
                     "(e.g. PMW_TOKEN); a governor issues more with `pmw tokens issue`")
 
 
-class InitResult(Model):
-    """What ``pmw init`` did: the migrations applied now (none when current) and the schema version."""
+@functools.cache
+def result_models() -> tuple[type[Model], type[Model]]:
+    """``(InitResult, GovernorInit)``, the models ``pmw init`` shows; built on first use, so that loading the
+    command line imports no models (``pmw --help`` stays fast)."""
+    from engine.models.agents import Registration
+    from engine.models.common import Model
 
-    applied: list[int]
-    schema_version: int
+    class InitResult(Model):
+        """What ``pmw init`` did: the migrations applied now (none when current) and the schema version."""
+
+        applied: list[int]
+        schema_version: int
+
+    class GovernorInit(InitResult):
+        """``pmw init --governor``: the migrations, the world's first governor (with its session) and its
+        first token: ``token`` (``pmw_<token_id>_<secret>``) is shown this once and stored only as a hash."""
+
+        governor: Registration
+        token_id: str
+        token: str | None
+
+    return InitResult, GovernorInit
 
 
-class GovernorInit(InitResult):
-    """``pmw init --governor``: the migrations, the world's first governor (with its session) and its first
-    token: ``token`` (``pmw_<token_id>_<secret>``) is shown this once and stored only as a hash."""
-
-    governor: Registration
-    token_id: str
-    token: str | None
-
-
-def migrate(settings: Settings) -> InitResult:
+def migrate(settings: Settings) -> Model:
     """Apply pending migrations without a PDP (migrations decide nothing)."""
     from engine.errors import StoreUnavailable
     from engine.sources import SystemClock
@@ -49,7 +57,8 @@ def migrate(settings: Settings) -> InitResult:
         raise StoreUnavailable(f"cannot open {settings.db_url!r}: {exc}") from exc
     try:
         applied = store.init(SystemClock().now_us())
-        return InitResult(applied=applied, schema_version=store.schema_version())
+        init_result, _ = result_models()
+        return init_result.model_validate({"applied": applied, "schema_version": store.schema_version()})
     finally:
         store.close()
 
@@ -95,8 +104,9 @@ def init(
         registration = runtime.book.bootstrap_governor(request.agent_id, request.display_name, request.term_key)
         issued = runtime.world.issue_token(actor=request.agent_id, agent_id=request.agent_id,
                                            label="first governor token (pmw init)")
-        run.show(GovernorInit(**result.model_dump(), governor=registration, token_id=issued.token_id,
-                              token=issued.token))
+        _, governor_init = result_models()
+        run.show(governor_init.model_validate({**result.model_dump(), "governor": registration,
+                                               "token_id": issued.token_id, "token": issued.token}))
         if not run.options.json:
             typer.echo(f"note: {TOKEN_SHOWN_ONCE}", err=True)
 
