@@ -6,8 +6,9 @@ never a field of the request: every parameter that names who acts (``actor``; a 
 wake claims and acks) is filled with it, and a request that names anyone else there is refused
 (``NotPermitted``) before anything is read. A claim over the API is always the token's agent's own
 (``agent_id`` forced). A ``read``-scoped token may make only reads. Runtime bookkeeping (``RUNTIME_CALLS``),
-``execute`` and anything private are not calls at all. Arguments are passed through to the World method,
-which validates them as it validates an in-process call (its command model).
+``execute`` and anything private are not calls at all; a command's causation link is the runtime's to set.
+Arguments are passed through to the World method, which validates them as it validates an in-process call
+(its command model).
 """
 
 from __future__ import annotations
@@ -34,8 +35,6 @@ WORLD_READS: frozenset[str] = frozenset({
 })
 #: The World's writes that are not commands of the registry but agent-facing all the same.
 WORLD_WRITES: frozenset[str] = frozenset({"issue_token", "revoke_token"})
-#: Parameters a request may never set: the runtime's own (causation links are made by the runtime).
-RUNTIME_PARAMS: frozenset[str] = frozenset({"cause", "causation"})
 #: The calls whose lease owner is the caller: claimed and acked by the token's agent for itself only.
 WAKE_CALLS: frozenset[str] = frozenset({"claim_wake", "ack_wake"})
 
@@ -47,6 +46,8 @@ class CallSpec:
     name: str
     write: bool
     principal_params: tuple[str, ...]
+    #: parameters a request may never set: the runtime's own (a command's causation link is the runtime's)
+    runtime_params: tuple[str, ...] = ()
 
 
 def _world_specs() -> dict[str, CallSpec]:
@@ -54,8 +55,9 @@ def _world_specs() -> dict[str, CallSpec]:
     specs["current_policy_epoch"] = CallSpec("current_policy_epoch", False, ())
     for name, cls in COMMANDS.items():
         if name not in RUNTIME_CALLS:
-            specs[name] = CallSpec(name, True, (cls.actor_param,))
-    for name in WORLD_WRITES:
+            specs[name] = CallSpec(name, True, (cls.actor_param,),
+                                   (cls.cause_param,) if cls.cause_param is not None else ())
+    for name in WORLD_WRITES - set(specs):
         specs[name] = CallSpec(name, True, ("actor",))
     return specs
 
@@ -92,7 +94,7 @@ def bind(spec: CallSpec, principal: TokenPrincipal, arguments: Mapping[str, Any]
         except TypeError as exc:
             raise InvalidInput("arguments", f"{spec.name}: {exc}") from exc
     for name in kwargs:
-        if not isinstance(name, str) or name in RUNTIME_PARAMS or name.startswith("_"):
+        if not isinstance(name, str) or name in spec.runtime_params or name.startswith("_"):
             raise InvalidInput(str(name)[:100], "is set by the runtime, never by a request")
     for param in spec.principal_params:
         given = kwargs.get(param)
