@@ -13,7 +13,7 @@ import typer
 from engine.cli.options import OpId
 from engine.cli.runtime import choices, invocation, json_object, listed
 from engine.errors import InvalidInput
-from engine.models.agents import Presence
+from engine.models.enums import Presence
 
 group = typer.Typer(help="Register agents and manage their sessions (presence on terminals).",
                     no_args_is_help=True)

@@ -2,14 +2,16 @@
 
 import base64
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from engine.cli.options import ExpectVersion, OpId
 from engine.cli.runtime import Run, invocation
 from engine.errors import InvalidInput
-from engine.models.artifacts import ArtifactContent
+
+if TYPE_CHECKING:
+    from engine.models.artifacts import ArtifactContent
 
 group = typer.Typer(help="Register, version and read artifacts.", no_args_is_help=True)
 
@@ -92,7 +94,7 @@ def write_file(path: Path, data: bytes) -> None:
         raise InvalidInput("--out", f"cannot write {str(path)!r}: {exc.strerror}") from None
 
 
-def print_content(run: Run, content: ArtifactContent) -> None:
+def print_content(run: Run, content: "ArtifactContent") -> None:
     """Raw bytes on stdout, or (``--json``) the version and the base64 content."""
     if run.options.json:
         run.show({"artifact": content.artifact.model_dump(mode="json"),

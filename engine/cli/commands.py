@@ -4,33 +4,31 @@
 ``pmw commands NAME`` shows one, ``pmw commands NAME --schema`` prints its JSON schema (exactly
 ``engine.commands.json_schema(NAME)``). ``pmw --as ACTOR exec NAME --json BODY`` validates the JSON object
 BODY as command NAME (bad input: exit 3, before anything is opened) and runs it with ``world.execute``,
-decided by the PDP like the named command; ``--op-id`` makes it safe to retry.
+decided by the PDP like the named command; ``--op-id`` makes it safe to retry. As a client of a server
+(``--server`` / ``PMW_SERVER``) the call is sent by its name with BODY's fields (``execute`` is not served):
+the server makes the token's agent its caller and validates BODY again.
 """
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from engine.cli.options import OpId
-from engine.cli.runtime import invocation, json_object
-from engine.commands import COMMANDS, Command, command, json_schema, parse
+from engine.cli.runtime import Run, invocation, json_object
 from engine.errors import InvalidInput
-from engine.models.common import Model
+
+if TYPE_CHECKING:
+    from engine.cli.results import CommandInfo
+    from engine.commands import Command
 
 CommandName = Annotated[str, typer.Argument(metavar="NAME", help="A command name (see `pmw commands`).")]
 
 
-class CommandInfo(Model):
-    """What ``pmw commands`` shows of one command."""
+def info(cls: "type[Command]") -> "CommandInfo":
+    """What ``pmw commands`` shows of the command class ``cls``."""
+    from engine.cli.results import CommandInfo
 
-    name: str
-    effect: bool
-    events: list[str]
-    description: str
-
-
-def info(cls: type[Command]) -> CommandInfo:
     return CommandInfo(name=cls.name, effect=cls.agent_effect, events=list(cls.events), description=cls.description)
 
 
@@ -42,6 +40,8 @@ def commands(
     """List every command the World accepts (EFFECT: an agent may name it in a decision), or show NAME; with
     --schema, print NAME's JSON schema (what `pmw exec NAME --json BODY` accepts)."""
     with invocation(ctx) as run:
+        from engine.commands import COMMANDS, command, json_schema
+
         if name is None:
             if schema:
                 raise InvalidInput("--schema", "needs a command NAME")
@@ -64,8 +64,27 @@ def exec_(
     """Run command NAME as the acting agent with the fields in BODY (the same call, policy decision and
     result as the named command; bad input exits 3 and nothing is written)."""
     with invocation(ctx, acting=True) as run:
-        request = parse(name, json_object("--json", body) or {})
-        run.show(run.world.execute(run.actor, request, op_id=op_id))
+        from engine.commands import parse
+
+        fields = json_object("--json", body) or {}
+        request = parse(name, fields)
+        if run.remote:
+            run.show(sent_by_name(run, type(request), fields, op_id))
+        else:
+            run.show(run.world.execute(run.actor, request, op_id=op_id))
+
+
+def sent_by_name(run: Run, cls: "type[Command]", fields: dict[str, Any], op_id: str | None) -> Any:
+    """Client mode: the command ``cls`` (``fields`` already validated as it) sent as the server's World call of
+    its name, with the caller in the call's caller parameter (``actor``; ``worker`` for wakes) and ``op_id``.
+    A command that takes no operation id refuses one (``InvalidInput``, as ``world.execute`` does); what the
+    server answers (its errors too) is returned or raised unchanged."""
+    arguments = {**fields, cls.actor_param: run.actor}
+    if op_id is not None:
+        if not cls.takes_op_id:
+            raise InvalidInput("op_id", f"{cls.name} takes no operation id")
+        arguments["op_id"] = op_id
+    return getattr(run.world, cls.name)(**arguments)
 
 
 def register(app: typer.Typer) -> None:

@@ -6,7 +6,7 @@ import typer
 
 from engine.cli.options import Limit, OpId, Reason
 from engine.cli.runtime import choices, invocation, json_object, listed
-from engine.models.handoffs import HandoffStatus
+from engine.models.enums import HandoffStatus
 
 group = typer.Typer(help="Create, accept, complete and reject handoffs.", no_args_is_help=True)
 

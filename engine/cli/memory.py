@@ -9,7 +9,7 @@ import typer
 
 from engine.cli.options import ExpectVersion, Limit, OpId, Reason
 from engine.cli.runtime import choices, invocation, json_object, listed
-from engine.models.memory import EpistemicType
+from engine.models.enums import EpistemicType
 
 group = typer.Typer(help="Store, review, promote and retire memory.", no_args_is_help=True)
 

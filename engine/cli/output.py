@@ -4,19 +4,23 @@
 command; an error as its ``to_dict()`` JSON on stderr. Without ``--json``: a model is a block of aligned
 ``key: value`` lines (nested models flattened as ``agent.status``, lists of models as tables below it);
 a list of models is a table with a few columns per kind; an error is one ``error:`` line on stderr.
+
+Nothing here imports pydantic: a model is recognised by its ``model_dump`` and ``model_fields`` (a pydantic
+``BaseModel``'s), so ``pmw --help`` and a client's call stay light.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import typer
-from pydantic import BaseModel
 
 from engine.errors import PMWError
-from engine.models.common import canonical_json
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 MAX_CELL = 60
 
@@ -44,9 +48,16 @@ _MODEL_LISTS: dict[str, tuple[str, ...]] = {
 }
 
 
+def is_model(value: object) -> TypeGuard[BaseModel]:
+    """Whether ``value`` is a model instance (a pydantic ``BaseModel``: ``model_dump`` and ``model_fields``),
+    told without importing pydantic."""
+    return (not isinstance(value, type) and callable(getattr(value, "model_dump", None))
+            and isinstance(getattr(type(value), "model_fields", None), dict))
+
+
 def to_jsonable(value: Any) -> Any:
     """Models (also inside lists) as their JSON-mode dump; anything else unchanged."""
-    if isinstance(value, BaseModel):
+    if is_model(value):
         return value.model_dump(mode="json")
     if isinstance(value, list | tuple):
         return [to_jsonable(v) for v in value]
@@ -60,6 +71,8 @@ def cell(value: Any, limit: int | None = None) -> str:
     elif isinstance(value, bool):
         text = "true" if value else "false"
     elif isinstance(value, dict | list):
+        from engine.models.common import canonical_json
+
         text = canonical_json(value)
     else:
         text = str(value)
@@ -100,9 +113,9 @@ def _flatten(model: BaseModel, prefix: str, pairs: list[tuple[str, str]],
     for name in type(model).model_fields:
         value = getattr(model, name)
         key = prefix + name
-        if isinstance(value, BaseModel):
+        if is_model(value):
             _flatten(value, key + ".", pairs, tables)
-        elif isinstance(value, list) and value and all(isinstance(v, BaseModel) for v in value):
+        elif isinstance(value, list) and value and all(is_model(v) for v in value):
             tables.append((key, value))
         elif isinstance(value, list) and not value and name in _MODEL_LISTS.get(type(model).__name__, ()):
             tables.append((key, []))
@@ -117,7 +130,7 @@ def human(value: Any, columns: Sequence[str] | None = None) -> list[str]:
         return ["(nothing)"]
     if isinstance(value, list):
         return table(value, columns)
-    if isinstance(value, BaseModel):
+    if is_model(value):
         return record(value)
     return [cell(value)]
 
@@ -148,4 +161,5 @@ def report_error(exc: PMWError, *, as_json: bool) -> None:
         typer.echo(printable(f"error: {exc.message} ({exc.code})"), err=True)
 
 
-__all__ = ["COLUMNS", "cell", "emit", "human", "printable", "record", "report_error", "table", "to_jsonable"]
+__all__ = ["COLUMNS", "cell", "emit", "human", "is_model", "printable", "record", "report_error", "table",
+           "to_jsonable"]

@@ -2,16 +2,17 @@
 capability or tool, decided by the PDP and recorded) and ``pmw approvals`` (a governor's consent to one
 S3 action, spent by the one invocation it names)."""
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from engine.cli.options import OpId
 from engine.cli.runtime import Run, invocation, json_object
 from engine.errors import InvalidInput
-from engine.policy.model import ACTIONS, KINDS
-from engine.world import AllowedActions
-from engine.world.permissions import SIDE_EFFECTS
+from engine.policy.vocabulary import ACTIONS, KINDS
+
+if TYPE_CHECKING:
+    from engine.world import AllowedActions
 
 INVOKABLE = tuple(kind for kind, actions in ACTIONS.items() if "invoke" in actions)
 
@@ -45,7 +46,7 @@ def objects_of(kind: str | None, ident: str | None, each: list[str] | None) -> l
     return [(check_kind("KIND", kind), ident)]
 
 
-def allowed_lines(decision: AllowedActions) -> list[str]:
+def allowed_lines(decision: "AllowedActions") -> list[str]:
     """One object's decisions for humans: a header, then every action of its kind with allow, or deny and
     why (``illegal_transition``, ``not_assignee`` or ``policy``, and the error the call would raise)."""
     allowed = set(decision.allowed)
@@ -62,7 +63,7 @@ def allowed_lines(decision: AllowedActions) -> list[str]:
     return lines
 
 
-def show_allowed(run: Run, decisions: list[AllowedActions], *, batch: bool) -> None:
+def show_allowed(run: Run, decisions: "list[AllowedActions]", *, batch: bool) -> None:
     if run.options.json:
         run.show(decisions if batch else decisions[0])
     else:
@@ -106,6 +107,8 @@ def invoke(
     """Ask the policy before using a capability or tool, and record the use (exit 6 if denied; an S3
     invocation without a valid, unspent approval for this payload is refused too)."""
     with invocation(ctx, acting=True) as run:
+        from engine.world.permissions import SIDE_EFFECTS
+
         check_kind("KIND", kind, INVOKABLE)
         if side_effect not in SIDE_EFFECTS:
             raise InvalidInput("--side-effect", f"{side_effect!r} is not one of: {', '.join(SIDE_EFFECTS)}")

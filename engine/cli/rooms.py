@@ -9,7 +9,7 @@ import typer
 
 from engine.cli.options import OpId
 from engine.cli.runtime import choices, invocation, json_object, listed
-from engine.models.memory import EpistemicType
+from engine.models.enums import EpistemicType
 
 group = typer.Typer(help="Open rooms, talk, answer blind, distill, and close stale rooms.", no_args_is_help=True)
 

@@ -7,19 +7,20 @@ import importlib
 import signal
 import threading
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from engine.cli.options import Limit
 from engine.cli.runtime import invocation
-from engine.controller import format_diffs, load_rule_dir
-from engine.controller.actions import ACTIONS
 from engine.errors import InvalidInput
-from engine.models.common import Model
-from engine.protocol.adapters import AgentAdapter, CallableAdapter
-from engine.runloop import DEFAULT_RULES, InProcessRunner
-from engine.runloop.shadow_log import shadow_log
+
+if TYPE_CHECKING:
+    from engine.protocol.adapters import AgentAdapter
+
+#: The repository's rule directory: ``engine.runloop.DEFAULT_RULES`` (the same path, named here so that the
+#: option defaults need no import of the run loop).
+DEFAULT_RULES = Path(__file__).resolve().parents[2] / "rules"
 
 rules_group = typer.Typer(help="Check rule files and shadow a rule change over the recorded log.",
                           no_args_is_help=True)
@@ -27,23 +28,11 @@ rules_group = typer.Typer(help="Check rule files and shadow a rule change over t
 RulesDir = Annotated[Path, typer.Option("--rules", help="The controller's rule directory.")]
 
 
-class WorkerReport(Model):
-    worker_id: str
-    rounds: int
-    events: int
-    steps: int
-    wakes: int
-    suppressed: int
-    cycles: int
-    crashes: int
-    unavailable: int
-    epoch_changes: int = 0
-    outcomes: dict[str, int]
-
-
 def load_adapter(spec: str) -> tuple[str, AgentAdapter]:
     """``AGENT=MODULE:ATTR``: ATTR is an adapter (has ``run``), a zero-argument factory returning one, or a
     function mapping a JSON context to a JSON decision (wrapped in a ``CallableAdapter``)."""
+    from engine.protocol.adapters import CallableAdapter
+
     agent, sep, target = spec.partition("=")
     module_name, colon, attr = target.partition(":")
     if not (sep and colon and agent and module_name and attr):
@@ -87,6 +76,9 @@ def register(app: typer.Typer) -> None:
         sleeps on commits (LISTEN/NOTIFY on PostgreSQL) between quiet rounds. --as names the governor that
         grants the controller's agent on first start."""
         with invocation(ctx, acting=True) as run:
+            from engine.cli.results import WorkerReport
+            from engine.runloop import InProcessRunner
+
             adapters = dict(load_adapter(s) for s in agents or [])
             runner = InProcessRunner(run.book, adapters=adapters, rule_dir=rules, governor=run.actor,
                                      worker_id=worker_id, lease_seconds=lease, controller=controller,
@@ -122,25 +114,16 @@ def register(app: typer.Typer) -> None:
                          columns=("trace_id", "agent_id", "decision", "outcome", "latency_us", "commits"))
 
 
-class RulesChecked(Model):
-    directory: str
-    digest: str
-    rules: list[str]
-
-
-class ShadowReport(Model):
-    candidate: str
-    events: int
-    differing: int
-    diff: str
-
-
 @rules_group.command("check")
 def check(ctx: typer.Context,
           directory: Annotated[Path, typer.Argument(help="A rule directory.")] = DEFAULT_RULES,
           as_json: Annotated[bool, typer.Option("--json", help="The same as the global --json.")] = False) -> None:
     """Validate and compile a rule directory; a bad file is reported with file, line and rule (exit 3)."""
     with invocation(ctx, as_json=as_json) as run:
+        from engine.cli.results import RulesChecked
+        from engine.controller import load_rule_dir
+        from engine.controller.actions import ACTIONS
+
         ruleset = load_rule_dir(directory, ACTIONS)
         run.show(RulesChecked(directory=str(directory), digest=ruleset.digest, rules=sorted(ruleset.definition)))
 
@@ -155,6 +138,10 @@ def shadow(
     """Replay the recorded log through the rules in force and CANDIDATE; print the decisions that would
     differ. Commits nothing. --as must be allowed to read the log."""
     with invocation(ctx, acting=True) as run:
+        from engine.cli.results import ShadowReport
+        from engine.controller import format_diffs
+        from engine.runloop.shadow_log import shadow_log
+
         run.world.events(limit=1, actor=run.actor)  # the replay reads the log: so must the actor
         diffs = shadow_log(run.book, rules, candidate, limit=limit)
         run.show(ShadowReport(candidate=str(candidate), events=run.book.store.read.last_seq(),

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from engine.cli.runtime import invocation
-from simulations.run import Result, compare, simulate_file, sweep
-from simulations.scenario import load_scenario
+
+if TYPE_CHECKING:
+    from simulations.run import Result
 
 
 def simulate(
@@ -35,10 +36,14 @@ def simulate(
     (file:line: field: reason), before anything is written."""
     folder = out if out != Path() else Path("sim-out") / file.stem
     with invocation(ctx):
+        from simulations.scenario import load_scenario
+
         for scenario_file in (file, *([other] if other is not None else [])):
             load_scenario(scenario_file)  # a bad file fails here, before any output
     with invocation(ctx) as run, typer.progressbar(length=1000, label=f"simulating {file.name}",
                                                    file=None) as bar:
+        from simulations.run import compare, simulate_file, sweep
+
         done = 0
 
         def progress(x: float) -> None:

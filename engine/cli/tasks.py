@@ -6,7 +6,7 @@ import typer
 
 from engine.cli.options import ExpectVersion, Limit, OpId, Reason
 from engine.cli.runtime import choices, invocation, json_object, listed
-from engine.models.tasks import TaskStatus
+from engine.models.enums import TaskStatus
 
 group = typer.Typer(help="Create tasks and move them through their lifecycle.", no_args_is_help=True)
 

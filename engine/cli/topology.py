@@ -6,7 +6,7 @@ import typer
 
 from engine.cli.options import OpId
 from engine.cli.runtime import choices, invocation
-from engine.models.topology import EdgeType
+from engine.models.enums import EdgeType
 
 group = typer.Typer(help="Change and show the collaboration topology.", no_args_is_help=True)
 

@@ -6,8 +6,7 @@ import typer
 
 from engine.cli.options import Limit, OpId, Reason
 from engine.cli.runtime import choices, invocation, json_object, listed
-from engine.models.receipts import Decision, Outcome
-from engine.models.wakes import WakeStatus
+from engine.models.enums import Decision, Outcome, WakeStatus
 
 group = typer.Typer(help="Enqueue, claim, ack and cancel wakes.", no_args_is_help=True)
 

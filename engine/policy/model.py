@@ -7,15 +7,12 @@ SQL (``store.plan_sql``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import Field
 
 from engine.models.common import Model
-
-KINDS = ("agent", "state", "task", "artifact", "memory", "wake", "handoff", "receipt", "room", "topology",
-         "channel", "message", "approval", "tool", "event")
+from engine.policy.vocabulary import ACTIONS, KINDS, CapabilityClass
 
 GOVERNOR_ROLE = "governor"
 # Event types that change the controller's decisions -> the workspace roles that may append them. The policy
@@ -35,47 +32,6 @@ CONTROLLER_ROOM_PREFIX = "conflict-"
 # The payload field in which ``append_event`` records the appender's workspace role on a decision event
 # (set by the runtime from the agent's row; an agent that supplies it is refused).
 ACTOR_ROLE_FIELD = "actor_role"
-
-
-class CapabilityClass(StrEnum):
-    READ = "read"
-    INVOKE = "invoke"
-    MUTATE = "mutate"
-
-
-# Every action of every kind, by capability class (docs/policy-contract.md).
-# ``issue_token`` / ``revoke_token`` / ``list_tokens``: an agent's tokens (``engine.world.tokens``), decided on
-# the agent they authenticate as.
-_MUTATIONS: dict[str, tuple[str, ...]] = {
-    "agent": ("register", "update", "grant", "unregister", "subscribe", "issue_token", "revoke_token"),
-    "state": ("write",),
-    "task": ("create", "assign", "claim", "complete", "fail", "release", "abort"),
-    "artifact": ("create", "version"),
-    "memory": ("create", "propose", "review", "promote", "reject", "archive", "reopen", "supersede", "revoke",
-               "break_glass"),
-    "wake": ("enqueue", "claim", "ack", "cancel"),
-    "handoff": ("create", "accept", "complete", "reject"),
-    "receipt": ("create",),
-    "room": ("create", "join", "leave", "close", "discuss", "answer", "distill", "invite"),
-    "topology": ("write",),
-    "channel": ("send",),
-    "message": ("claim", "ack"),
-    "approval": ("request", "approve"),
-    "tool": (),
-    "event": ("append",),
-}
-# Reads besides ``read`` (capability class read).
-_READS: dict[str, tuple[str, ...]] = {"agent": ("list_tokens",)}
-_UNREAD = frozenset({"tool", "event"})  # kinds with no read action (an event is read through the log)
-_INVOKABLE = frozenset({"state", "artifact", "memory", "tool"})
-
-ACTIONS: dict[str, dict[str, CapabilityClass]] = {
-    kind: {**({} if kind in _UNREAD else {"read": CapabilityClass.READ}),
-           **dict.fromkeys(_READS.get(kind, ()), CapabilityClass.READ),
-           **({"invoke": CapabilityClass.INVOKE} if kind in _INVOKABLE else {}),
-           **dict.fromkeys(mutations, CapabilityClass.MUTATE)}
-    for kind, mutations in _MUTATIONS.items()
-}
 
 
 class PrincipalRef(Model):
