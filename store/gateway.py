@@ -48,7 +48,7 @@ from engine.errors import (
 )
 from store.changes import CommitOutcome, Insert, Provenance, StoredOperation, Update, WriteRequest
 from store.database import Database, placeholder
-from store.schema import TABLES, events, primary_key
+from store.schema import CREDENTIAL_COLUMNS, TABLES, events, primary_key
 
 CommitHook = Callable[[WriteRequest], None]
 
@@ -230,12 +230,16 @@ class _Tx:
 
 
 def _post_image(change: Insert | Update) -> dict[str, Any]:
-    """What the event records of a change: enough to fold the log back into the state tables."""
+    """What the event records of a change: enough to fold the log back into the state tables. A credential
+    column (``CREDENTIAL_COLUMNS``: a token's secret hash) is never recorded in the log."""
+    hidden = CREDENTIAL_COLUMNS.get(change.table, ())
     if isinstance(change, Insert):
         return {"table": change.table, "op": "insert",
-                "key": {c: change.row[c] for c in primary_key(TABLES[change.table])}, "values": dict(change.row)}
+                "key": {c: change.row[c] for c in primary_key(TABLES[change.table])},
+                "values": {k: v for k, v in change.row.items() if k not in hidden}}
     return {"table": change.table, "op": "update", "key": dict(change.key),
-            "values": {**change.values, "version": change.expected_version + 1}}
+            "values": {**{k: v for k, v in change.values.items() if k not in hidden},
+                       "version": change.expected_version + 1}}
 
 
 def _provenance_row(request: WriteRequest, edge: Provenance) -> Insert:

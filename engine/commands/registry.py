@@ -25,6 +25,7 @@ from engine.commands import (
     state,
     subscriptions,
     tasks,
+    tokens,
     topology,
     wakes,
 )
@@ -33,7 +34,7 @@ from engine.errors import InvalidInput
 from engine.validation import invalid_from
 
 DOMAINS: tuple[ModuleType, ...] = (state, tasks, handoffs, memory, rooms, artifacts, messages, subscriptions,
-                                   approvals, topology, agents, wakes)
+                                   approvals, topology, agents, wakes, tokens)
 
 # The World's writes that only the runtime makes (no PDP decision an agent could ask for).
 RUNTIME_CALLS: tuple[str, ...] = ("record_decision", "commit_controller_step", "activate_policy_epoch",

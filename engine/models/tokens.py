@@ -15,10 +15,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import Field
-
-from engine.commands.base import Command
-from engine.models.common import Id, Model, Name, TimeUs, Version
+from engine.models.common import Id, Model, TimeUs, Version
 
 #: What a token string starts with.
 TOKEN_PREFIX = "pmw_"
@@ -45,37 +42,6 @@ class TokenStatus(StrEnum):
     ACTIVE = "active"
     EXPIRED = "expired"
     REVOKED = "revoked"
-
-
-class IssueToken(Command):
-    """Issue a token for an agent (policy action ``agent:issue_token``: a live governor, for any agent;
-    never an agent for itself). The token string is returned once (``token``) and never stored: the store
-    keeps the sha256 of its secret. ``expires_in_s``: lifetime in seconds (default 90 days; ``None``: never
-    expires). A retry with the same ``op_id`` returns the token's metadata without the secret."""
-
-    name = "issue_token"
-    events = (TOKEN_ISSUED,)
-    cause_param = None
-    ref_field = "token_id"
-
-    agent_id: Id = Field(description="The agent the token authenticates as.")
-    scope: TokenScope = Field(default=TokenScope.ACT, description="read: reads only; act: what the agent may do.")
-    expires_in_s: int | None = Field(default=DEFAULT_EXPIRES_IN_S, ge=1, le=MAX_EXPIRES_IN_S, description=(
-        "Lifetime in seconds (None: never expires)."))
-    label: Name | None = Field(default=None, description="A note for lists and audit.")
-
-
-class RevokeToken(Command):
-    """Revoke a token (policy action ``agent:revoke_token`` on the token's agent: a live governor, or the
-    agent itself); it is refused from the next call on, in every process. Revoking a revoked token is an
-    illegal transition."""
-
-    name = "revoke_token"
-    events = (TOKEN_REVOKED,)
-    cause_param = None
-    ref_field = "token_id"
-
-    token_id: Id = Field(description="The token's id (the part of the token string between pmw_ and its secret).")
 
 
 class TokenInfo(Model):
@@ -118,5 +84,5 @@ class TokenPrincipal(Model):
 
 
 __all__ = ["DEFAULT_EXPIRES_IN_S", "MAX_EXPIRES_IN_S", "SECRET_BYTES", "TOKEN_ISSUED", "TOKEN_PREFIX",
-           "TOKEN_REVOKED", "IssueToken", "IssuedToken", "RevokeToken", "TokenInfo", "TokenPrincipal", "TokenScope",
+           "TOKEN_REVOKED", "IssuedToken", "TokenInfo", "TokenPrincipal", "TokenScope",
            "TokenStatus"]

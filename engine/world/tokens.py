@@ -16,14 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 from engine.auth.tokens import hash_secret, new_secret, token_string
+from engine.commands.tokens import IssueToken, RevokeToken
 from engine.errors import IllegalTransition
 from engine.models.tokens import (
     DEFAULT_EXPIRES_IN_S,
     TOKEN_ISSUED,
     TOKEN_REVOKED,
     IssuedToken,
-    IssueToken,
-    RevokeToken,
     TokenInfo,
     TokenStatus,
 )

@@ -137,6 +137,8 @@ def test_no_event_carries_the_secret_and_no_shown_row_image_its_hash(world: Worl
     digest = hash_secret(secret)
     stored = _read(world).events(0)
     assert secret not in json.dumps(stored)
+    assert digest not in json.dumps(stored)  # the raw log too: the hash is in the agent_tokens row only
+    assert _read(world).get("agent_tokens", token_id=token.token_id)["secret_sha256"] == digest
     for row in stored:
         if row["event_type"] in ("token.issued", "token.revoked"):
             assert digest not in json.dumps([row["payload"], row["result"]])
