@@ -20,7 +20,9 @@ durable_rules) are mapped at the boundary with ``raise ... from exc``; they neve
     │   ├── OperationConflict        operation_conflict       5   (op_id, command)
     │   ├── TerminalOwned            terminal_owned           5   (term_key, owner_agent)
     │   ├── PolicyEpochChanged       policy_epoch_changed     5   (decided_under, current)
-    │   └── LeaseHeld                lease_held               5   (wake_id, lease_owner, lease_until_us)
+    │   ├── LeaseHeld                lease_held               5   (wake_id, lease_owner, lease_until_us)
+    │   ├── WakeNotLeased            wake_not_leased          5   (wake_id, agent_id, reason)
+    │   └── ServerRunning            server_running           5   (lock_path, pid: another pmw serve owns the world)
     ├── IllegalTransition            illegal_transition       6   (kind, id, status, action)
     ├── NotPermitted                 not_permitted            6   (actor, action, kind, id, reason)
     │   ├── PolicyDenied             policy_denied            6   (+ policy_epoch)
@@ -28,7 +30,9 @@ durable_rules) are mapped at the boundary with ``raise ... from exc``; they neve
     ├── UndecidedWrite               undecided_write          6   (command, current_epoch)
     ├── ArtifactCorrupted            artifact_corrupted       7   (artifact_id, version, expected, actual)
     ├── StoreUnavailable             store_unavailable        8   (reason)
-    └── PolicyUnavailable            policy_unavailable       9   (reason)
+    ├── ServerUnreachable            server_unreachable       8   (server, reason)
+    ├── PolicyUnavailable            policy_unavailable       9   (reason)
+    └── Unauthenticated              unauthenticated         10   (reason, token_id: no token proves who calls)
 
 A policy decision that cannot be had (the PDP is down, hung, too slow or answers an error) is
 ``PolicyUnavailable``: fail closed, nothing is written. ``InvalidInput`` with code

@@ -30,8 +30,8 @@ from engine.settings import Settings, load_settings
 from engine.sources import Clock, IdSource, SystemClock
 from engine.world import RevocationReport, World
 from engine.world.book import RuntimeBook
-from engine.world.policy_epochs import RUNTIME_ACTOR
 from engine.world.permissions import OBJECT_TABLES
+from engine.world.policy_epochs import RUNTIME_ACTOR
 from store import Store
 
 PROBE_ACTOR = "pmw-epoch-probe"

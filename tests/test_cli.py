@@ -555,7 +555,8 @@ READS = {"project", "demo", "agents list", "agents show", "agents sessions", "st
          "handoffs show", "receipts list", "receipts show", "receipts for-wake", "events tail", "artifacts show",
          "artifacts versions", "artifacts get", "topology show", "allowed", "approvals show", "policy test",
          "policy reload", "policy explain", "policy history", "trace", "rules check", "rules shadow", "worker",
-         "simulate", "rooms show", "rooms members", "rooms discussion", "rooms answers", "commands"}
+         "simulate", "rooms show", "rooms members", "rooms discussion", "rooms answers", "commands",
+         "policy shadow", "audit", "tokens list", "serve", "login"}
 # The World calls take no operation id (init: bootstrapping a governor is allowed once anyway).
 NO_OP_ID = {"init", "wakes claim", "snapshot", "rooms close-stale"}
 

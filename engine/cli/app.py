@@ -43,8 +43,10 @@ Exit codes:
   6  illegal transition or not permitted: denied by the policy (policy_denied), approval invalid,
      a write with no decision (undecided_write)
   7  artifact corrupted (checksum mismatch)
-  8  store unavailable (also: a database migrated by a newer PMW, schema_too_new)
+  8  store unavailable (also: a database migrated by a newer PMW, schema_too_new; a server that does not
+     answer, server_unreachable)
   9  policy unavailable: no decision could be had from the PDP (nothing was done)
+ 10  unauthenticated: a client of a server whose token is missing, malformed, unknown, expired or revoked
 """
 
 app = typer.Typer(

@@ -39,6 +39,7 @@ def register(
 ) -> None:
     """Register FILE's content as version 1 of a new artifact owned by the acting agent."""
     with invocation(ctx, acting=True) as run:
+        run.embedded_only("pmw artifacts register (its content is bytes)")
         content = read_file(file)
         run.show(run.world.register_artifact(run.actor, artifact_type, content, artifact_id=artifact_id,
                                              task_id=task_id, op_id=op_id))
@@ -49,6 +50,7 @@ def version(ctx: typer.Context, artifact_id: ArtifactId, file: File, expect_vers
             op_id: OpId = None) -> None:
     """Commit FILE's content as the artifact's next version."""
     with invocation(ctx, acting=True) as run:
+        run.embedded_only("pmw artifacts version (its content is bytes)")
         content = read_file(file)
         run.show(run.world.new_artifact_version(run.actor, artifact_id, content,
                                                 expected_version=expect_version, op_id=op_id))
@@ -78,6 +80,7 @@ def get(
     """Read verified content: to --out (then show the version), else to stdout
     (with --json: the version and ``content_base64``)."""
     with invocation(ctx, acting=True) as run:
+        run.embedded_only("pmw artifacts get (its content is bytes)")
         content = run.world.read_artifact(artifact_id, version_, actor=run.actor)
         if out is not None:
             write_file(out, content.content)

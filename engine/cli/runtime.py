@@ -128,7 +128,8 @@ class Run:
         if self.remote:
             from engine.client.http import RemoteFacade
 
-            return RemoteFacade(self.client, "world")  # type: ignore[return-value]  # the World's calls, remote
+            # the World's calls, remote; with --json the answers are printed as sent (no models rebuilt)
+            return RemoteFacade(self.client, "world", rebuild=not self.options.json)  # type: ignore[return-value]
         return self.runtime.world
 
     @property
@@ -139,7 +140,7 @@ class Run:
         if self.remote:
             from engine.client.http import RemoteFacade
 
-            return RemoteFacade(self.client, "governance")
+            return RemoteFacade(self.client, "governance", rebuild=not self.options.json)
         from engine.service.governance import GovernanceCalls
 
         return GovernanceCalls(self.runtime)

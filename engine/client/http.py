@@ -85,12 +85,14 @@ class ServerClient:
         except (urllib.error.URLError, OSError) as exc:
             raise ServerUnreachable(self.server, str(getattr(exc, "reason", exc))) from None
 
-    def call(self, facade: str, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def call(self, facade: str, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *,
+             rebuild: bool = True) -> Any:
         """One call of ``facade`` (``world`` or ``governance``); its result, models rebuilt when the
-        server names them (only models of this package are ever imported)."""
+        server names them (only models of this package are ever imported). ``rebuild=False``: the JSON as
+        sent (what ``--json`` prints; it spares the client importing pydantic)."""
         answer = self.request("POST", f"/v1/{facade}/{urllib.parse.quote(name, safe='')}",
                               {"arguments": kwargs, "positional": list(args)})
-        return rebuilt(answer.get("result"), answer.get("model"))
+        return rebuilt(answer.get("result"), answer.get("model")) if rebuild else answer.get("result")
 
     def health(self) -> dict[str, Any]:
         """The server's health report (a degraded server answers it with 503, raised as RemoteError)."""
@@ -100,16 +102,17 @@ class ServerClient:
 class RemoteFacade:
     """The World (or the governance calls) of a server: any method name becomes a call of it."""
 
-    def __init__(self, client: ServerClient, facade: str) -> None:
+    def __init__(self, client: ServerClient, facade: str, *, rebuild: bool = True) -> None:
         self._client = client
         self._facade = facade
+        self._rebuild = rebuild
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name.startswith("_"):
             raise AttributeError(name)
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            return self._client.call(self._facade, name, args, kwargs)
+            return self._client.call(self._facade, name, args, kwargs, rebuild=self._rebuild)
         return call
 
 

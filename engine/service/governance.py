@@ -86,7 +86,8 @@ class GovernanceCalls:
         under the new epoch, record it, re-decide queued work. A broken set is ``PolicyRejected``; the epoch
         stays."""
         self._require_governor(actor, "policy reload")
-        return self._runtime.reload_policies(candidate_dir("source", source) if source is not None else None)
+        return self._runtime.reload_policies(candidate_dir("source", source) if source is not None else None,
+                                             by=actor)
 
     def explain(self, actor: str, principal_id: str, kind: str, id: str, action: str, *,
                 principal_attr: dict[str, object] | None = None, resource_attr: dict[str, object] | None = None,

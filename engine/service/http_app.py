@@ -29,7 +29,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from engine.auth.tokens import authenticate
-from engine.errors import InvalidInput, PayloadTooLarge, PMWError
+from engine.errors import InvalidInput, PayloadTooLarge, PMWError, PolicyEpochChanged
 from engine.models.tokens import TokenPrincipal
 from engine.service.calls import WORLD_CALLS, CallSpec, bind, invoke, spec_of
 from engine.service.wire import model_name, to_wire
@@ -103,7 +103,11 @@ def build_app(service: Service) -> FastAPI:
         def run() -> Any:
             with lock:
                 principal = authenticate(service.runtime.store.read, token, service.runtime.book.clock.now_us())
-                value = work(principal)
+                try:
+                    value = work(principal)
+                except PolicyEpochChanged:  # reloaded by another process: follow it, then decide again (once;
+                    service.runtime.follow_policy()  # nothing of the refused write was committed)
+                    value = work(principal)
                 return {"result": to_wire(value), "model": model_name(value)}
         try:
             answer = await to_thread.run_sync(run)

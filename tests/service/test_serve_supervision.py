@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from store import Reader, Store
 from tests.service.support import Served, wait_until
 
 KILLS = 10
@@ -28,8 +28,11 @@ def started_at_us(pid: int) -> int:
     return (boot * 1_000_000) + ticks * 1_000_000 // os.sysconf("SC_CLK_TCK")
 
 
-def store(db: Path) -> sqlite3.Connection:
-    return sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+def caught_up(read: Reader) -> bool:
+    """The controller has stepped over everything committed but its own steps: nothing is in flight."""
+    position = read.get("controller_positions", world_id="main")
+    last = max((e["seq"] for e in read.events(0) if e["command"] != "controller_step"), default=0)
+    return position is not None and int(position["position"]) >= last
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +43,16 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield server
 
 
-def test_ten_pdp_kills_under_a_running_server(served: Served) -> None:
+@pytest.fixture
+def read(served: Served) -> Iterator[Reader]:
+    observer = Store(served.env["PMW_DB_URL"])  # the test's own connection: reads only
+    yield observer.read
+    observer.close()
+
+
+def test_ten_pdp_kills_under_a_running_server(served: Served, read: Reader) -> None:
     boss = served.client(served.add_agent("boss", ["wake.enqueue"]))
     served.add_agent("relay", ["state.write"])
-    db = served.data / "world.db"
     wake_ids: list[str] = []
     took: list[float] = []
     for round_ in range(KILLS):
@@ -52,11 +61,7 @@ def test_ten_pdp_kills_under_a_running_server(served: Served) -> None:
                 "target_agent": "relay", "cause": "count", "idempotency_key": f"r{round_}-{n}",
                 "not_before_us": int(time.time() * 1_000_000) + 800_000, "actor": "boss"}).wake
             wake_ids.append(wake.wake_id)
-        with store(db) as con:  # the controller has stepped over everything committed: nothing in flight
-            wait_until(lambda con=con: con.execute(
-                "SELECT max(seq) FROM events WHERE command != 'controller_step'").fetchone()[0]
-                <= (con.execute("SELECT max(position) FROM controller_positions").fetchone()[0] or 0),
-                30, "the controller catching up")
+        wait_until(lambda: caught_up(read), 30, "the controller catching up")
         before = served.health()["pdp"]
         assert before["state"] == "up", before
         killed_at = int(time.time() * 1_000_000)
@@ -65,27 +70,18 @@ def test_ten_pdp_kills_under_a_running_server(served: Served) -> None:
 
         def back(before: dict[str, object] = before) -> bool:
             now = served.health()["pdp"]
-            return now["state"] == "up" and now["pid"] != before["pid"]
+            return bool(now["state"] == "up" and now["pid"] != before["pid"])
         took.append(wait_until(back, BACK_WITHIN_S + 5, f"the PDP back after kill {round_ + 1}"))
         assert time.monotonic() - started <= BACK_WITHIN_S, took
         reborn = started_at_us(served.health()["pdp"]["pid"])
-        with store(db) as con:
-            during = con.execute("SELECT seq, command FROM events WHERE created_at_us > ? AND created_at_us < ?",
-                                 (killed_at, reborn)).fetchall()
+        during = [(e["seq"], e["command"]) for e in read.events(0) if killed_at < e["created_at_us"] < reborn]
         assert during == [], f"written while no PDP existed (kill {round_ + 1}): {during}"
 
     assert served.health()["pdp"]["restarts"] == KILLS
-    with store(db) as con:
-        def all_receipted(con: sqlite3.Connection = con) -> bool:
-            marks = ",".join("?" * len(wake_ids))
-            return con.execute(f"SELECT count(DISTINCT wake_id) FROM receipts WHERE wake_id IN ({marks})",
-                               wake_ids).fetchone()[0] == len(wake_ids)
-        wait_until(all_receipted, 120, "every queued wake's receipt")
-        marks = ",".join("?" * len(wake_ids))
-        per_wake = con.execute(f"SELECT wake_id, count(*) FROM receipts WHERE wake_id IN ({marks}) GROUP BY wake_id",
-                               wake_ids).fetchall()
-        outcomes = {row[0] for row in con.execute(
-            f"SELECT outcome FROM receipts WHERE wake_id IN ({marks})", wake_ids).fetchall()}
-    assert sorted(count for _, count in per_wake) == [1] * len(wake_ids)
-    assert outcomes == {"acted"}
+
+    def receipts() -> list[str]:
+        return [r["wake_id"] for r in read.rows("receipts") if r["wake_id"] in set(wake_ids)]
+    wait_until(lambda: set(receipts()) == set(wake_ids), 120, "every queued wake's receipt")
+    assert sorted(receipts()) == sorted(wake_ids)  # exactly one receipt per wake
+    assert {r["outcome"] for r in read.rows("receipts") if r["wake_id"] in set(wake_ids)} == {"acted"}
     assert served.proc is not None and served.proc.poll() is None
