@@ -14,6 +14,7 @@ from engine.cli import (
     memory,
     permissions,
     policy,
+    pull,
     receipts,
     rooms,
     runloop_cmds,
@@ -93,6 +94,7 @@ runloop_cmds.register(app)
 simulate.register(app)
 commands.register(app)
 serve.register(app)
+pull.register(app)
 audit.register(app)
 
 
