@@ -556,3 +556,22 @@ class ServerUnreachable(PMWError):
 
 
 __all__ += ["ServerRunning", "ServerUnreachable"]
+
+
+class BackupUnverified(StoreUnavailable):
+    """A backup was copied but its verification failed (``check``: ``integrity_check`` or
+    ``schema_version``; ``found``: what it gave): the copy is removed and nothing is left at ``dest``."""
+
+    code = "backup_unverified"
+
+    def __init__(self, dest: str, check: str, found: str) -> None:
+        super().__init__(f"the backup at {dest} failed {check}: {found}")
+        self.dest = dest
+        self.check = check
+        self.found = found
+
+    def details(self) -> dict[str, Any]:
+        return {"dest": self.dest, "check": self.check, "found": self.found}
+
+
+__all__ += ["BackupUnverified"]
