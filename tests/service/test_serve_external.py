@@ -4,6 +4,7 @@ external agent's wakes, and the receipts and run traces of both have the same sh
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -51,13 +52,16 @@ def test_an_external_agent_pulls_and_acks_its_own_wakes(served: Served) -> None:
 
     def receipts_of(agent: str) -> list[Any]:
         return list(gov.call("world", "list_receipts", (), {"agent_id": agent, "actor": "gov"}))
+
+    def has_receipts(agent: str, count: int) -> bool:
+        return len(receipts_of(agent)) >= count
     try:
         for n in range(ROUNDS):  # each write of the key wakes both subscribers (the controller decides it)
             if n:
                 time.sleep(COOLDOWN_S)  # the storm rules' cooldown: an agent is woken at most once per 2 s
             boss.call("world", "compare_and_set_state", (), {"key": "signal", "expected_version": n, "value": n,
                                                              "actor": "boss"})
-            wait_until(lambda n=n: len(receipts_of("x")) >= n + 1, 60, f"x's receipt {n + 1}")
+            wait_until(functools.partial(has_receipts, "x", n + 1), 60, f"x's receipt {n + 1}")
         out, err = external.communicate(timeout=120)
     finally:
         if external.poll() is None:
