@@ -1,7 +1,8 @@
 """What the runtime tells the PDP: principal and resource attributes, built from the world's own rows.
 
-Shapes follow ``docs/policy-contract.md`` (and ``policies/_schemas/``). Authority attenuation is computed
-here: acting on a task handed over by an accepted handoff, an agent's effective capabilities are the
+Shapes follow ``docs/policy-contract.md`` (and ``policies/_schemas/``): every kind carries the shared keys;
+a task also carries ``priority`` (its ``constraints.priority``, 0..9, default 0). Authority attenuation is
+computed here: acting on a task handed over by an accepted handoff, an agent's effective capabilities are the
 handoff's authority scope intersected with its own maximum.
 """
 
@@ -61,10 +62,21 @@ def principal(read: Reader, agent: Mapping[str, Any], *, task_id: str = "",
         "clearance": clearance_of(agent["permission_profile"])})
 
 
-def _sensitivity(row: Mapping[str, Any], field: str) -> int:
+# Attributes only some kinds carry (optional in policies/_schemas/resource.json), with their defaults: a
+# task always carries its ``priority``, even when decided before its row exists.
+_KIND_EXTRA: dict[str, dict[str, Any]] = {"task": {"priority": 0}}
+
+
+def _level(row: Mapping[str, Any], field: str, key: str, top: int) -> int:
+    """The integer ``row[field][key]`` if it is one from 0 to ``top``, else 0 (what the command model lets
+    through; a row written before it checked cannot step out of the schema's range)."""
     scope = row.get(field) or {}
-    value = scope.get("sensitivity", 0) if isinstance(scope, dict) else 0
-    return value if isinstance(value, int) and 0 <= value <= 5 else 0
+    value = scope.get(key, 0) if isinstance(scope, dict) else 0
+    return value if isinstance(value, int) and 0 <= value <= top else 0
+
+
+def _sensitivity(row: Mapping[str, Any], field: str) -> int:
+    return _level(row, field, "sensitivity", 5)
 
 
 def _attrs(kind: str, row: Mapping[str, Any]) -> dict[str, Any]:
@@ -73,7 +85,8 @@ def _attrs(kind: str, row: Mapping[str, Any]) -> dict[str, Any]:
         return {"owner": g("agent_id", ""), "status": g("status", ""), "role": g("role_id", "")}
     if kind == "task":
         return {"owner": g("owner_agent", ""), "assignee": g("assignee") or "", "task_id": g("task_id", ""),
-                "status": g("status", ""), "sensitivity": _sensitivity(row, "constraints")}
+                "status": g("status", ""), "sensitivity": _sensitivity(row, "constraints"),
+                "priority": _level(row, "constraints", "priority", 9)}
     if kind == "artifact":
         return {"owner": g("owner", ""), "task_id": g("task_id") or "", "status": g("status", "")}
     if kind == "memory":
@@ -108,7 +121,8 @@ def resource(kind: str, ident: str, row: Mapping[str, Any] | None = None, *, sid
     """The PDP resource for ``row`` of ``kind`` (``row=None``: an object with no attributes yet)."""
     if row is None and kind == "event":
         row = {"event_type": ident}  # an event type is its own object: allowed_actions("event", type)
-    attr = {**_EMPTY, "side_effect": side_effect, **(_attrs(kind, row) if row is not None else {})}
+    attr = {**_EMPTY, "side_effect": side_effect, **_KIND_EXTRA.get(kind, {}),
+            **(_attrs(kind, row) if row is not None else {})}
     return ResourceRef(kind=kind, id=ident, attr=attr)
 
 
