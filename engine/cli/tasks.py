@@ -1,16 +1,38 @@
 """``pmw tasks``: the task ledger (create, assign, claim, complete, fail, release, abort)."""
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from engine.cli.options import ExpectVersion, Limit, OpId, Reason
 from engine.cli.runtime import choices, invocation, json_object, listed
+from engine.errors import InvalidInput
 from engine.models.enums import TaskStatus
+
+# The ranges the CreateTask model enforces (engine/commands/tasks.py TASK_LEVELS; a test keeps them equal),
+# repeated here so that loading the command line imports no pydantic.
+LEVEL_FLAGS: dict[str, tuple[str, int]] = {"sensitivity": ("--sensitivity", 5), "priority": ("--priority", 9)}
 
 group = typer.Typer(help="Create tasks and move them through their lifecycle.", no_args_is_help=True)
 
 TaskId = Annotated[str, typer.Argument(metavar="TASK_ID", help="The task id.")]
+
+
+def with_levels(constraints: dict[str, Any] | None, levels: dict[str, int | None]) -> dict[str, Any] | None:
+    """``constraints`` (the ``--constraints`` JSON) with each level flag given (``levels``: ``sensitivity``,
+    ``priority`` -> the flag's value or None) set in it. A value outside the flag's range, or one the JSON
+    already sets to something else, is ``InvalidInput`` naming the flag (nothing is sent)."""
+    merged = dict(constraints) if constraints is not None else None
+    for key, value in levels.items():
+        if value is None:
+            continue
+        flag, top = LEVEL_FLAGS[key]
+        if not 0 <= value <= top:
+            raise InvalidInput(flag, f"must be an integer 0..{top}, not {value}")
+        if merged is not None and key in merged and merged[key] != value:
+            raise InvalidInput(flag, f"{flag} {value} conflicts with {key!r}: {merged[key]!r} in --constraints")
+        merged = {**(merged or {}), key: value}
+    return merged
 
 
 @group.command("create")
@@ -21,12 +43,18 @@ def create(
     depends_on: Annotated[list[str] | None, typer.Option(
         "--depends-on", help="An existing task this one depends on (repeatable).")] = None,
     constraints: Annotated[str | None, typer.Option("--constraints", help="JSON object.")] = None,
+    sensitivity: Annotated[int | None, typer.Option(
+        "--sensitivity", help="0..5: reading the task needs this clearance (sets constraints.sensitivity).")] = None,
+    priority: Annotated[int | None, typer.Option(
+        "--priority", help="0..9: the task's priority, a policy attribute (sets constraints.priority).")] = None,
     deadline_us: Annotated[int | None, typer.Option("--deadline-us", help="Microseconds since epoch.")] = None,
     op_id: OpId = None,
 ) -> None:
-    """Create an open task owned by the acting agent."""
+    """Create an open task owned by the acting agent (--sensitivity and --priority merge into --constraints;
+    a flag that contradicts the JSON is refused)."""
     with invocation(ctx, acting=True) as run:
-        parsed = json_object("--constraints", constraints)
+        parsed = with_levels(json_object("--constraints", constraints),
+                             {"sensitivity": sensitivity, "priority": priority})
         run.show(run.world.create_task(run.actor, goal, task_id=task_id, dependencies=listed(depends_on),
                                        constraints=parsed, deadline_us=deadline_us, op_id=op_id))
 
