@@ -8,6 +8,7 @@ from engine.cli import (
     agents,
     artifacts,
     audit,
+    backup,
     commands,
     events,
     handoffs,
@@ -96,6 +97,7 @@ commands.register(app)
 serve.register(app)
 pull.register(app)
 audit.register(app)
+backup.register(app)
 
 
 def main() -> None:
