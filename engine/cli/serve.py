@@ -56,10 +56,16 @@ def serve(
         import uvicorn
 
         from engine.cli.runloop_cmds import load_adapter
+        from engine.controller import load_rule_dir
+        from engine.controller.actions import ACTIONS
         from engine.runloop import DEFAULT_RULES
         from engine.service.host import Service
         from engine.service.http_app import build_app
+        from engine.validation import check_id
 
+        check_id("--worker-id", worker_id)  # every option is checked before the world is opened
+        if controller:
+            load_rule_dir(rules or DEFAULT_RULES, ACTIONS)
         adapters = dict(load_adapter(s) for s in agents or [])
         service = Service(run.settings(), adapters=adapters, controller=controller, rules=rules or DEFAULT_RULES,
                           governor=run.actor_or_none, worker_id=worker_id, lease_seconds=lease, poll_s=poll)

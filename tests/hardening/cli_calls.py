@@ -31,11 +31,13 @@ VALID: dict[str, str] = {
     "body": "hello", "kind": "task", "ident": "$task", "action": "read", "principal": "alice",
     "source_agent": "alice", "edge_type": "info", "event_type": "note.posted", "name": "Someone", "role": "worker",
     "term": "t-someone", "sources": "$memory", "receipt_id": "rcp-none", "artifact_id": "$artifact",
+    "token_id": "tok_none",
 }
 # Per command, where a parameter means something else than its name says elsewhere.
 VALID_IN: dict[str, dict[str, str]] = {
     "exec": {"name": "create_task", "body": '{"goal": "from exec"}'},
     "commands": {"name": "create_task"},
+    "decide": {"decision": '{"decision": "no_action"}'},
 }
 
 
