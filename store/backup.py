@@ -44,6 +44,24 @@ def _schema_version(conn: sqlite3.Connection) -> int:
     return int(row[0]) if row and row[0] is not None else 0
 
 
+def _integrity(conn: sqlite3.Connection) -> list[str]:
+    return [str(row[0]) for row in conn.execute("PRAGMA integrity_check")]
+
+
+def integrity_check(path: Path) -> list[str]:
+    """What ``PRAGMA integrity_check`` answers for the SQLite file ``path`` (``["ok"]`` for a sound
+    database); ``StoreUnavailable`` when it cannot be opened. The file is never created, nothing is written
+    to it, and a WAL database leaves no ``-wal``/``-shm`` behind (a read-only open would)."""
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", uri=True, isolation_level=None)
+        try:
+            return _integrity(conn)
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise StoreUnavailable(f"cannot check {path}: {exc}") from exc
+
+
 def copy_sqlite(source: Path, dest: Path, *, busy_timeout_ms: int = 30_000) -> int:
     """Copy the SQLite database ``source`` to the new file ``dest`` (which must not exist) with the online
     backup API, as of one commit; returns the source's schema version read in the same session.
@@ -80,7 +98,7 @@ def verify_copy(dest: Path, expected_schema_version: int) -> SqliteCopy:
     try:
         conn = sqlite3.connect(f"{dest.resolve().as_uri()}?mode=rw", uri=True, isolation_level=None)
         try:
-            found = [str(row[0]) for row in conn.execute("PRAGMA integrity_check")]
+            found = _integrity(conn)
             version = _schema_version(conn)
         finally:
             conn.close()
@@ -105,4 +123,4 @@ def _remove(path: Path) -> None:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
-__all__ = ["SqliteCopy", "copy_sqlite", "verify_copy"]
+__all__ = ["SqliteCopy", "copy_sqlite", "integrity_check", "verify_copy"]
