@@ -450,6 +450,19 @@ CASES: list[Case] = [
     # -- simulate
     Case("simulate $missing_file", 2),
     Case("simulate $file", 3, "scenario_invalid"),
+    # -- tasks create --sensitivity / --priority (constraints.sensitivity 0..5, constraints.priority 0..9)
+    Case("tasks create goal --sensitivity 6", 3, "--sensitivity"),
+    Case("tasks create goal --sensitivity -1", 3, "--sensitivity"),
+    Case("tasks create goal --sensitivity high", 2),
+    Case("tasks create goal --sensitivity 2 --constraints '{\"sensitivity\": 3}'", 3, "--sensitivity"),
+    Case("tasks create goal --constraints '{\"sensitivity\": 6}'", 3, "constraints.sensitivity"),
+    Case("tasks create goal --priority 10", 3, "--priority"),
+    Case("tasks create goal --priority -1", 3, "--priority"),
+    Case("tasks create goal --priority 1.5", 2),
+    Case("tasks create goal --priority 4 --constraints '{\"priority\": 5}'", 3, "--priority"),
+    Case("tasks create goal --constraints '{\"priority\": \"high\"}'", 3, "constraints.priority"),
+    Case("tasks create goal --priority 3 --constraints '{\"priority\": true}'", 3, "--priority"),
+    Case("tasks create goal --priority 3", 6, DENIED, actor="a5"),
 ]
 
 
