@@ -69,6 +69,7 @@ def serve(
         adapters = dict(load_adapter(s) for s in agents or [])
         service = Service(run.settings(), adapters=adapters, controller=controller, rules=rules or DEFAULT_RULES,
                           governor=run.actor_or_none, worker_id=worker_id, lease_seconds=lease, poll_s=poll)
+        service.allowed_hosts.add(f"[{host}]" if ":" in host else host)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -76,6 +76,8 @@ class Service:
         self.poll_s = poll_s
         self.started_at_us = 0
         self.governance_calls = governance_specs()
+        #: the Host names a request may carry (DNS-rebinding protection); ``pmw serve`` adds its own address
+        self.allowed_hosts: set[str] = {"127.0.0.1", "localhost", "[::1]", "::1"}
         self._lock: ServeLock | None = None
         self._runtime: Runtime | None = None
         self._runner_runtime: Runtime | None = None

@@ -13,13 +13,13 @@ token's agent is the principal of every call it makes. Routes:
 
 Answers are ``{"result": ...}`` (JSON of the call's models). Errors are ``application/problem+json``
 (RFC 9457) with PMW's stable ``code``, the CLI's ``exit_code`` and the error's fields. A request body over
-:data:`MAX_BODY_BYTES` is refused before it is parsed. Calls are served one at a time (one lock around the
-world), which is what one SQLite writer allows anyway.
+:data:`MAX_BODY_BYTES` is refused before it is parsed; JSON nested too deep or holding NaN is refused as
+the CLI refuses it. A request whose ``Host`` is not the server's own name (DNS rebinding) is refused (400).
+Calls are served one at a time (one lock around the world), which is what one SQLite writer allows anyway.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -27,12 +27,14 @@ from typing import TYPE_CHECKING, Any
 from anyio import to_thread
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from engine.auth.tokens import authenticate
 from engine.errors import InvalidInput, PayloadTooLarge, PMWError, PolicyEpochChanged
 from engine.models.tokens import TokenPrincipal
 from engine.service.calls import WORLD_CALLS, CallSpec, bind, invoke, spec_of
 from engine.service.wire import model_name, to_wire
+from engine.validation import parse_json_text
 
 if TYPE_CHECKING:
     from engine.service.host import Service
@@ -71,9 +73,10 @@ async def arguments_of(request: Request) -> tuple[dict[str, Any], list[Any]]:
     if not raw.strip():
         return {}, []
     try:
-        body = json.loads(raw, parse_constant=_refuse_constant)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidInput("body", f"not JSON: {exc}") from exc
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput("body", f"not UTF-8: {exc}") from None
+    body = parse_json_text("body", text)  # depth, NaN/Infinity and unstorable values refused before parsing
     if not isinstance(body, dict):
         raise InvalidInput("body", "must be a JSON object")
     unknown = set(body) - {"arguments", "positional"}
@@ -87,13 +90,11 @@ async def arguments_of(request: Request) -> tuple[dict[str, Any], list[Any]]:
     return found, positional
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def build_app(service: Service) -> FastAPI:
     """The application serving ``service``'s world."""
     app = FastAPI(title="PMW", version="1", docs_url=None, redoc_url=None, openapi_url=None)
+    # DNS rebinding: a page that resolves its own name to 127.0.0.1 reaches the server with its own Host header
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(service.allowed_hosts))
     lock = threading.Lock()
 
     async def served(request: Request, work: Callable[[TokenPrincipal], Any]) -> Response:

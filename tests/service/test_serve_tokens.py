@@ -5,8 +5,10 @@ the data directory or the server's logs."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -105,3 +107,72 @@ def test_no_token_is_at_rest_in_clear(served: Served, tokens: dict[str, str]) ->
         assert secret_anywhere(served.data, secret) == [], "a token's secret is in the data directory"
         assert secret not in served.stderr()
     assert secret_anywhere(Path(served.data), everything[0]) == []
+
+
+def raw_post(served: Served, path: str, body: bytes, token: str, **headers: str) -> tuple[int, dict[str, object]]:
+    """One request as an attacker would send it: any bytes, any headers."""
+    request = urllib.request.Request(served.url + path, data=body, method="POST", headers={
+        "Content-Type": "application/json", "Authorization": f"Bearer {token}", **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        try:
+            raw = exc.read()
+        finally:
+            exc.close()
+        return exc.code, json.loads(raw) if raw.startswith(b"{") else {"text": raw.decode(errors="replace")}
+
+
+def head(served: Served) -> int:
+    """The log's last position (read as the governor: a read writes nothing)."""
+    return max(e.seq for e in served.client(served.governor_token).call(
+        "world", "events", (), {"limit": 1, "newest": True, "actor": "gov"}))
+
+
+@pytest.mark.parametrize(("path", "body", "status", "code"), [
+    ("/v1/world/execute", b'{"arguments": {}}', 404, "not_found"),                    # not a call
+    ("/v1/world/record_decision", b'{"arguments": {}}', 404, "not_found"),            # runtime bookkeeping
+    ("/v1/world/_store", b"{}", 404, "not_found"),                                    # private
+    ("/v1/governance/_runtime", b"{}", 404, "not_found"),
+    ("/v1/world/enqueue_wake", b'{"arguments": {"target_agent": "bob", "cause": "x", "idempotency_key": "k",'
+                               b' "causation": {"causation_id": "e"}}}', 400, "invalid_input"),  # the runtime's
+    ("/v1/world/claim_wake", b'{"arguments": {"agent_id": "bob"}}', 403, "not_permitted"),  # another's wakes
+    ("/v1/world/ack_wake", b'{"arguments": {"worker": "pull:bob", "wake_id": "wak_1"}}', 403, "not_permitted"),
+    ("/v1/world/compare_and_set_state", b'{"positional": ["bob", "k", 0, 1]}', 403, "not_permitted"),
+    ("/v1/world/get_state", b'{"arguments": {"key": "k"}, "extra": 1}', 400, "invalid_input"),
+    ("/v1/world/get_state", b'{"arguments": {"key": "k", "nope": 1}}', 400, "invalid_input"),
+    ("/v1/world/get_state", b'{"arguments": {"key": NaN}}', 400, "invalid_input"),
+    ("/v1/world/get_state", b"[" * 5000 + b"]" * 5000, 400, "invalid_input"),
+    ("/v1/world/get_state", b"\xff\xfe", 400, "invalid_input"),
+    ("/v1/governance/history", b"{}", 403, "policy_denied"),                         # alice is no governor
+    ("/v1/wakes/wak_none/decision", b'{"arguments": {"decision": {"decision": "no_action"}}}', 409,
+     "wake_not_leased"),
+])
+def test_what_an_attacker_can_name_is_refused_and_changes_nothing(
+        served: Served, tokens: dict[str, str], path: str, body: bytes, status: int, code: str) -> None:
+    before = head(served)
+    got, answer = raw_post(served, path, body, tokens["alice"])
+    assert (got, answer.get("code")) == (status, code), answer
+    denial = 1 if code == "policy_denied" else 0  # a policy denial leaves its one audit event, nothing else
+    assert head(served) == before + denial
+    assert served.health()["status"] == "ok"
+
+
+def test_a_foreign_host_header_and_an_oversize_body_are_refused(served: Served, tokens: dict[str, str]) -> None:
+    got, answer = raw_post(served, "/v1/world/get_state", b'{"arguments": {"key": "k"}}', tokens["alice"],
+                           Host="evil.example:80")
+    assert got == 400 and "host" in json.dumps(answer).lower()
+    # an oversize body is refused from its Content-Length, before a byte of it is read
+    connection = http.client.HTTPConnection(urllib.parse.urlsplit(served.url).netloc, timeout=60)
+    try:
+        connection.putrequest("POST", "/v1/world/get_state")
+        for name, value in (("Content-Type", "application/json"), ("Content-Length", str(9 * 1024 * 1024)),
+                            ("Authorization", f"Bearer {tokens['alice']}")):
+            connection.putheader(name, value)
+        connection.endheaders()
+        response = connection.getresponse()
+        assert response.status == 400 and json.loads(response.read())["code"] == "payload_too_large"
+    finally:
+        connection.close()
+    assert served.health()["status"] == "ok"
