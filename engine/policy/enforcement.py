@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from engine.errors import InvalidInput, NotPermitted, PolicyDenied, PolicyUnavailable
 from engine.policy.attributes import principal, resource
 from engine.policy.cerbos_adapter import CerbosPdp
-from engine.policy.model import ACTIONS, Decision, PlanFilter, PrincipalRef
+from engine.policy.decision_memo import DecisionMemo, epoch_scanner
+from engine.policy.model import ACTIONS, Decision, PlanFilter, PrincipalRef, ResourceRef
 from engine.policy.plan_memo import PlanMemo
 from store import Reader
 
@@ -104,16 +106,47 @@ def provisional_principal(actor: str) -> PrincipalRef:
 
 
 class PdpAuthorizer:
-    """Decisions from a Cerbos PDP, with principals built from the world's rows at decision time:
-    capabilities are re-checked on every use. Checks always go to the PDP; query plans are remembered by
-    (epoch, principal, kind, action), which is exactly what decides them (:mod:`engine.policy.plan_memo`)."""
+    """Decisions from a Cerbos PDP, with principals and resources built from the world's rows at decision
+    time: capabilities are re-checked on every use. Query plans are remembered by (epoch, principal, kind,
+    action) (:mod:`engine.policy.plan_memo`) and check decisions by (epoch, principal, resource, actions)
+    (:mod:`engine.policy.decision_memo`, off for an epoch whose policy set reads the clock): exactly what
+    decides them. Both are forgotten on a new epoch and by :meth:`forget`.
+
+    ``deploy_root``: where the world's deployments live (``<root>/<epoch>``), scanned for clock functions
+    when an epoch is first seen; without it the decision memo is off (visibly: ``decision_memo.status``).
+    ``decision_memo_size`` bounds the decision memo (0: off); ``decision_memo`` replaces it outright."""
 
     external = True
 
-    def __init__(self, pdp: CerbosPdp, read: Reader, *, plan_memo: PlanMemo | None = None) -> None:
+    def __init__(self, pdp: CerbosPdp, read: Reader, *, plan_memo: PlanMemo | None = None,
+                 decision_memo: DecisionMemo | None = None, decision_memo_size: int | None = None,
+                 deploy_root: Path | None = None) -> None:
         self.pdp = pdp
         self.read = read
         self.plan_memo = plan_memo if plan_memo is not None else PlanMemo()
+        if decision_memo is None:
+            scan = epoch_scanner(deploy_root) if deploy_root is not None else None
+            decision_memo = DecisionMemo(scan=scan) if decision_memo_size is None else DecisionMemo(
+                decision_memo_size, scan=scan)
+        self.decision_memo = decision_memo
+
+    def forget(self) -> None:
+        """Forget every remembered plan and decision (the runtime's PDP reloads: a new epoch is coming)."""
+        self.plan_memo.clear()
+        self.decision_memo.clear()
+
+    def _epoch(self) -> str | None:
+        row = self.read.current_policy_epoch()
+        return str(row["epoch"]) if row else None
+
+    def _memo_epoch(self) -> str | None:
+        """The store's epoch for the decision memo's key (not read when the memo is off: no extra read)."""
+        return self._epoch() if self.decision_memo.active else None
+
+    def _check(self, epoch: str | None, principal: PrincipalRef, asked: Sequence[tuple[ResourceRef, list[str]]]
+               ) -> list[Decision]:
+        """One check request, answered from the decision memo where it can be."""
+        return self.decision_memo.check(epoch, principal, asked, lambda missing: self.pdp.check(principal, missing))
 
     def _principal(self, actor: str, task_id: str = "", *, registering: bool = False) -> PrincipalRef:
         agent, accepted, rooms = self.read.principal_inputs(actor)
@@ -132,11 +165,12 @@ class PdpAuthorizer:
         for i, c in enumerate(checks):
             by_task.setdefault(c.task_id, []).append(i)
         out: list[Decision | None] = [None] * len(checks)
+        epoch = self._memo_epoch()
         for task_id, idx in by_task.items():
             p = self._principal(actor, task_id, registering=registering)
             asked = [(resource(checks[i].kind, checks[i].id, checks[i].row, side_effect=checks[i].side_effect),
                       [checks[i].action]) for i in idx]
-            for i, decision in zip(idx, self.pdp.check(p, asked), strict=True):
+            for i, decision in zip(idx, self._check(epoch, p, asked), strict=True):
                 out[i] = decision
         return [d for d in out if d is not None]
 
@@ -163,8 +197,7 @@ class PdpAuthorizer:
         """Plans for the principal as it is now (built from the rows), remembered per policy epoch
         (:mod:`engine.policy.plan_memo`)."""
         principal = self._principal(actor)
-        epoch = self.read.current_policy_epoch()
-        return self.plan_memo.plans(epoch["epoch"] if epoch else None, principal, asked,
+        return self.plan_memo.plans(self._epoch(), principal, asked,
                                     lambda missing: self.pdp.plans(principal, missing))
 
     def decide_actions(self, actor: str, objects: Sequence[tuple[str, str, Mapping[str, Any] | None]]
@@ -177,11 +210,12 @@ class PdpAuthorizer:
         for n, c in enumerate(checks):
             by_task.setdefault(c.task_id, []).append(n)
         out: list[Decision | None] = [None] * len(checks)
+        epoch = self._memo_epoch()
         for task_id, idx in by_task.items():
             p = self._principal(actor, task_id)
             asked = [(resource(checks[n].kind, checks[n].id, checks[n].row), list(ACTIONS[checks[n].kind]))
                      for n in idx]
-            for n, decision in zip(idx, self.pdp.check(p, asked), strict=True):
+            for n, decision in zip(idx, self._check(epoch, p, asked), strict=True):
                 out[n] = decision
         return [d for d in out if d is not None]
 
