@@ -126,8 +126,8 @@ def raw_post(served: Served, path: str, body: bytes, token: str, **headers: str)
 
 def head(served: Served) -> int:
     """The log's last position (read as the governor: a read writes nothing)."""
-    return max(e.seq for e in served.client(served.governor_token).call(
-        "world", "events", (), {"limit": 1, "newest": True, "actor": "gov"}))
+    return int(max(e.seq for e in served.client(served.governor_token).call(
+        "world", "events", (), {"limit": 1, "newest": True, "actor": "gov"})))
 
 
 @pytest.mark.parametrize(("path", "body", "status", "code"), [
