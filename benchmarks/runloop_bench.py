@@ -51,6 +51,7 @@ from benchmarks.counters import CountingPdp, PdpCounter, PdpCounts, SqlCounter, 
 from engine.models.agents import Agent
 from engine.models.wakes import Wake
 from engine.policy import governance
+from engine.policy.cerbos_adapter import CerbosPdp
 from engine.policy.enforcement import PdpAuthorizer
 from engine.policy.pdp_process import ManagedPdp
 from engine.protocol.adapters import AgentDecision, RuleAgent, SetState
@@ -87,15 +88,18 @@ class Bench:
     sql: SqlCounter
 
 
-def open_book(tmp: Path, pdp: CountingPdp, name: str, agents: int, clock: Clock | None = None, *,
-              decision_memo: bool = True) -> Bench:
-    """A world on a SQLite file decided by ``pdp`` (deployments under ``tmp / "deploys"``, which the decision
-    memo scans for clock reads; ``decision_memo=False``: no memo), its governor and ``agents`` granted agents,
-    with a :class:`SqlCounter` attached before the store's first connection."""
+def open_book(tmp: Path, pdp: CerbosPdp, name: str, agents: int, clock: Clock | None = None, *,
+              deploy_root: Path | None = None, decision_memo: bool = True,
+              attach: Callable[[Store], None] | None = None) -> RuntimeBook:
+    """A world on a SQLite file decided by ``pdp``, its governor and ``agents`` granted agents; the runtime's
+    book (``book.world`` is the World). ``deploy_root``: where the policy deployments are, which the decision
+    memo scans for clock reads (without it the memo is off, as ``PdpAuthorizer`` says); ``decision_memo=False``
+    turns it off outright; ``attach`` sees the store before its first connection (the SQL counter).
+    ``benchmarks/simulation_bench.py`` uses this too."""
     store = Store(f"sqlite:///{tmp / name}.db")
-    sql = SqlCounter(store.db)
-    policy = PdpAuthorizer(pdp, store.read, deploy_root=tmp / "deploys",
-                           decision_memo_size=None if decision_memo else 0)
+    if attach is not None:
+        attach(store)
+    policy = PdpAuthorizer(pdp, store.read, deploy_root=deploy_root, decision_memo_size=None if decision_memo else 0)
     book = RuntimeBook(store, policy=policy, clock=clock or SystemClock(), ids=SeededIds(1))
     store.init(book.clock.now_us())
     book.activate_policy_epoch(probe_epoch(pdp), "bench")
@@ -107,7 +111,17 @@ def open_book(tmp: Path, pdp: CountingPdp, name: str, agents: int, clock: Clock 
         world.register_agent(a, a, "worker", f"t-{a}")
         world.activate_session(f"term:t-{a}")
         world.grant("gov", a, capabilities=["state.write", "wake.enqueue"])
-    return Bench(book, sql)
+    return book
+
+
+def open_bench(tmp: Path, pdp: CountingPdp, name: str, agents: int, clock: Clock | None = None, *,
+               decision_memo: bool = True) -> Bench:
+    """:func:`open_book` with the deployments under ``tmp / "deploys"`` and a :class:`SqlCounter` attached
+    before the store's first connection."""
+    counters: list[SqlCounter] = []
+    book = open_book(tmp, pdp, name, agents, clock, deploy_root=tmp / "deploys", decision_memo=decision_memo,
+                     attach=lambda store: counters.append(SqlCounter(store.db)))
+    return Bench(book, counters[0])
 
 
 @dataclass
@@ -248,14 +262,14 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     benches: list[Bench] = []
     try:
         memo = args.decision_memo == "on"
-        base_bench = open_book(tmp, pdp, "baseline", args.agents, decision_memo=memo)
-        work_bench = open_book(tmp, pdp, "worker", args.agents, decision_memo=memo)
+        base_bench = open_bench(tmp, pdp, "baseline", args.agents, decision_memo=memo)
+        work_bench = open_bench(tmp, pdp, "worker", args.agents, decision_memo=memo)
         benches += [base_bench, work_bench]
         baseline, cycles = Baseline(base_bench, agents), Cycles(work_bench, agents)
         controller: Controller | None = None
         clock = ManualClock()  # world time for the controller: the storm rules' cooldown is waited out
         if args.controller:
-            benches.append(open_book(tmp, pdp, "controller", args.agents, clock, decision_memo=memo))
+            benches.append(open_bench(tmp, pdp, "controller", args.agents, clock, decision_memo=memo))
             controller = Controller(benches[-1], agents, clock)
 
         warm = 2 * len(agents)  # every agent's plans remembered, every statement's SQL text cached
