@@ -2,7 +2,8 @@
 
 Run from the repository root (``docs/benchmarks-controller.md`` has the figures and their interpretation)::
 
-    .venv/bin/python -m benchmarks.controller_bench [--events 20000] [--rounds 3] [--quick] [--json FILE]
+    .venv/bin/python -m benchmarks.controller_bench [--events 20000] [--rounds 3] [--batch 256] [--quick | --ci]
+                                                    [--json FILE]
 
 Two scenarios, each run by the durable_rules controller (``engine.controller.Controller.observe_step``) and
 by the plain-Python baseline (``benchmarks.plain_ladder.PlainController``, the same envelope: event and fact
@@ -19,14 +20,27 @@ validation, decision models, net fact changes) over the same events from the sam
    subscriber), state changes (two subscribers), room messages (the other members), handoffs (the target)
    and high-risk capability calls (a forced refresh when the actor's context has expired).
 
-Each round builds a fresh controller and a fresh baseline (untimed: rule compile, rebuild from the facts)
-and times one pass over the events for each, alternating which goes first. Rates are decisions per second
-of wall-clock time (medians of the rounds); CPU time of the process and the 1-minute load average are
-recorded. Before the figures count, the benchmark checks that both produced the same decisions (every
-field but the index within an event, compared per event) and the same fact changes for every event.
+Four contenders per scenario (issue 12, item 6: the events of one log batch posted together):
+
+* **one at a time**: ``Controller.observe_step`` per event;
+* **batched**: ``engine.controller.batch_post.observe_batch`` over batches of ``--batch`` events (the run
+  loop's batch), whose contract is the one-at-a-time result;
+* **engine batch**: ``engine.controller.batch_post.post_together``, durable_rules' own batch (every event
+  fact of a batch in one ``assert_facts``, one dispatch), which is not equivalent by design;
+* **plain**: the plain-Python baseline.
+
+Each round builds a fresh controller per contender and a fresh baseline (untimed: rule compile, rebuild
+from the facts) and times one pass over the events for each, the order rotating from round to round.
+Rates are decisions per second of wall-clock time (medians of the rounds); CPU time of the process and the
+1-minute load average are recorded. Before the figures count, the benchmark checks that one at a time and
+the plain baseline produced the same decisions (every field but the index within an event, compared per
+event) and the same fact changes for every event; and it reports, per event, whether each batched
+contender gave exactly the one-at-a-time step (decisions in order with their indexes, fact changes) and
+the same facts at the end.
 
 Targets (issue 4): >= 20,000 decisions/s, and the controller's cost <= 2x the plain ladder's. This is a
-benchmark, not a test: it prints PASS/MISS and exits 0 (1 only if the two disagree on a decision).
+benchmark, not a test: it prints PASS/MISS and exits 0 (1 only if the controller and the plain baseline
+disagree on a decision, or ``observe_batch`` is not exactly one at a time; the engine batch may differ).
 """
 
 from __future__ import annotations
@@ -49,7 +63,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from benchmarks.plain_ladder import PlainController, PlainLadder, storm_constants
-from engine.controller import Controller, EngineFailure, Step
+from engine.controller import Controller, EngineFailure, Observation, Step
+from engine.controller.batch_post import observe_batch, post_together
 
 REPO = Path(__file__).resolve().parents[1]
 RULES = REPO / "rules"
@@ -218,6 +233,7 @@ class Run:
     cpu: float
     steps: list[Step]
     retried: list[str] = field(default_factory=list)
+    facts: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def decisions(self) -> int:
@@ -240,6 +256,61 @@ def timed(observer: Observer, inputs: list[Input]) -> Run:
             append(observer.observe_step(item.event, upserts=item.upserts))
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     return Run(wall, cpu, steps, retried)
+
+
+def timed_batches(ctl: Controller, inputs: list[Input], size: int, *, engine_batch: bool) -> Run:
+    """One pass in batches of ``size`` (``observe_batch``, or ``post_together`` with ``engine_batch``).
+    A batch that fails with ``EngineFailure`` is retried once from its failing event (``observe_batch``:
+    the steps before it stand) or whole (``post_together``: nothing of it was observed)."""
+    observations = [Observation(i.event, i.upserts) for i in inputs]
+    steps: list[Step] = []
+    retried: list[str] = []
+    gc.collect()
+    c0, t0 = time.process_time(), time.perf_counter()
+    for start in range(0, len(observations), size):  # bounded: one pass, at most one retry per batch
+        batch = observations[start:start + size]
+        if engine_batch:
+            try:
+                steps.extend(post_together(ctl, batch).steps)
+            except EngineFailure as exc:
+                retried.append(f"batch at seq {batch[0].event['seq']}: {exc}")
+                steps.extend(post_together(ctl, batch).steps)
+            continue
+        result = observe_batch(ctl, batch)
+        steps.extend(result.steps)
+        if result.error is not None:
+            if not isinstance(result.error, EngineFailure):
+                raise result.error
+            retried.append(f"seq {batch[len(result.steps)].event['seq']}: {result.error}")
+            again = observe_batch(ctl, batch[len(result.steps):])
+            if again.error is not None:
+                raise again.error
+            steps.extend(again.steps)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return Run(wall, cpu, steps, retried)
+
+
+def _exact_step(step: Step) -> tuple[Any, ...]:
+    return (step.position, [d.model_dump(mode="json") for d in step.decisions],
+            sorted(json.dumps(f, sort_keys=True) for f in step.changes.upserted), sorted(step.changes.retracted))
+
+
+def same_as_one_at_a_time(one: Run, other: Run) -> dict[str, Any]:
+    """Per event: exactly the same step (decisions in order, with indexes; fact changes)? Which part
+    differs, and are the facts the same at the end?"""
+    decisions = changes = 0
+    first = ""
+    for a, b in zip(one.steps, other.steps, strict=True):
+        ea, eb = _exact_step(a), _exact_step(b)
+        decisions += ea[1] != eb[1]
+        changes += ea[2:] != eb[2:]
+        if ea != eb and not first:
+            first = f"event {a.position}: one at a time {ea!r} != {eb!r}"
+    facts = sorted(json.dumps(f, sort_keys=True) for f in one.facts) == sorted(
+        json.dumps(f, sort_keys=True) for f in other.facts)
+    return {"events_with_other_decisions": decisions, "events_with_other_fact_changes": changes,
+            "same_facts_at_end": facts, "first_difference": first[:400],
+            "identical": decisions == 0 and changes == 0 and facts}
 
 
 def _canon_step(step: Step) -> tuple[Any, ...]:
@@ -283,23 +354,33 @@ class Scenario:
     figures: dict[str, Any] = field(default_factory=dict)
 
 
-def run_scenario(sc: Scenario, rounds: int) -> bool:
+CONTENDERS = ("controller", "batched", "engine_batch", "plain")
+LABELS = {"controller": "one at a time", "batched": "batched (observe_batch)",
+          "engine_batch": "engine batch (post_together)", "plain": "plain"}
+
+
+def run_scenario(sc: Scenario, rounds: int, batch: int) -> bool:
     print(f"\n{sc.title}\n{'-' * len(sc.title)}", flush=True)
-    runs: dict[str, list[Run]] = {"controller": [], "plain": []}
+    runs: dict[str, list[Run]] = {name: [] for name in CONTENDERS}
     live: tuple[int, int] = (0, 0)
     for r in range(rounds):
-        order = ("controller", "plain") if r % 2 == 0 else ("plain", "controller")
-        for name in order:
-            if name == "controller":
-                ctl = make_controller(sc.rule_dir, sc.facts)
-                try:
-                    start = len(ctl.facts())
-                    runs[name].append(timed(ctl, sc.inputs))
-                    live = (start, len(ctl.facts()))
-                finally:
-                    ctl.close()
-            else:
+        shift = r % len(CONTENDERS)
+        for name in CONTENDERS[shift:] + CONTENDERS[:shift]:
+            if name == "plain":
                 runs[name].append(timed(make_plain(sc.rule_dir, sc.facts, targeting=sc.targeting), sc.inputs))
+                continue
+            ctl = make_controller(sc.rule_dir, sc.facts)
+            try:
+                start = len(ctl.facts())
+                if name == "controller":
+                    run = timed(ctl, sc.inputs)
+                    live = (start, len(ctl.facts()))
+                else:
+                    run = timed_batches(ctl, sc.inputs, batch, engine_batch=name == "engine_batch")
+                run.facts = ctl.facts()
+                runs[name].append(run)
+            finally:
+                ctl.close()
     same, why, same_order = compare(runs["controller"][0].steps, runs["plain"][0].steps)
     n_events = len(sc.inputs)
     n_dec = runs["controller"][0].decisions
@@ -320,18 +401,32 @@ def run_scenario(sc: Scenario, rounds: int) -> bool:
     row("events / decisions per pass", f"{n_events:,} / {n_dec:,}",
         "  ".join(f"{k} {v:,}" for k, v in sorted(kinds.items())))
     row("live facts (controller, start -> end of a pass)", f"{live[0]:,} -> {live[1]:,}")
-    retried = [x for r in runs["controller"] for x in r.retried]
-    row("controller: engine failures retried (all rounds)", f"{len(retried)}", "; ".join(retried[:3]))
+    retried = [x for name in CONTENDERS[:3] for r in runs[name] for x in r.retried]
+    row("engine failures retried (all rounds, durable)", f"{len(retried)}", "; ".join(retried[:3]))
     row("same decisions and fact changes", "yes" if same else "NO",
         f"(same order within every event: {same_order:,} of {n_events:,})" if same else why[:300])
-    for name in ("controller", "plain"):
+    batched = {name: same_as_one_at_a_time(runs["controller"][0], runs[name][0])
+               for name in ("batched", "engine_batch")}
+    for name in ("batched", "engine_batch"):
+        b = batched[name]
+        note = ("decisions, order, indexes, fact changes and final facts" if b["identical"] else
+                f"other decisions in {b['events_with_other_decisions']:,} and other fact changes in "
+                f"{b['events_with_other_fact_changes']:,} of {n_events:,} events; same facts at the end: "
+                f"{'yes' if b['same_facts_at_end'] else 'no'}")
+        row(f"{LABELS[name]} == one at a time", "yes" if b["identical"] else "NO", note)
+    for name in CONTENDERS:
         m = med[name]
-        row(f"{name}: decisions/s (wall)", f"{m['rate']:,.0f}",
+        label = LABELS[name]
+        row(f"{label}: decisions/s (wall)", f"{m['rate']:,.0f}",
             f"{m['us_per_decision']:.1f} us/decision, {m['us_per_event']:.1f} us/event")
-        row(f"{name}: decisions/s (CPU)", f"{m['cpu_rate']:,.0f}",
+        row(f"{label}: decisions/s (CPU)", f"{m['cpu_rate']:,.0f}",
             "wall s per round: " + ", ".join(f"{w:.2f}" for w in m["walls"])
             + "; CPU s: " + ", ".join(f"{c:.2f}" for c in m["cpus"]))
-    row("controller / plain cost (wall; CPU)", f"{ratio:.2f}x", f"CPU {ratio_cpu:.2f}x")
+    row("one at a time / plain cost (wall; CPU)", f"{ratio:.2f}x", f"CPU {ratio_cpu:.2f}x")
+    for name in ("batched", "engine_batch"):
+        m = med[name]
+        row(f"{LABELS[name]} / one at a time (CPU)", f"{m['cpu_s'] / med['controller']['cpu_s']:.2f}x",
+            f"/ plain: {m['cpu_s'] / med['plain']['cpu_s']:.2f}x CPU, {m['wall_s'] / med['plain']['wall_s']:.2f}x wall")
     rate_ok = med["controller"]["rate"] >= TARGET_RATE
     ratio_ok = ratio <= TARGET_RATIO
     row(f"target >= {TARGET_RATE:,.0f} decisions/s", verdict(rate_ok))
@@ -339,9 +434,11 @@ def run_scenario(sc: Scenario, rounds: int) -> bool:
     sc.figures = {"events": n_events, "decisions": n_dec, "by_kind": kinds, "live_facts": live,
                   "same_decisions": same, "mismatch": why, "same_order_events": same_order,
                   "controller": med["controller"], "plain": med["plain"], "ratio_wall": ratio,
+                  "batched": {**med["batched"], **batched["batched"]},
+                  "engine_batch": {**med["engine_batch"], **batched["engine_batch"]}, "batch_size": batch,
                   "ratio_cpu": ratio_cpu, "engine_failures_retried": retried, "pass_rate": rate_ok,
                   "pass_ratio": ratio_ok}
-    return same
+    return same and batched["batched"]["identical"]
 
 
 def _version(package: str) -> str:
@@ -355,20 +452,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--events", type=int, default=20_000, help="events per pass and scenario (default 20000)")
     ap.add_argument("--rounds", type=int, default=3, help="timed passes per contender; medians (default 3)")
+    ap.add_argument("--batch", type=int, default=256, help="events per batch for the batched contenders "
+                    "(default 256, the run loop's batch)")
     ap.add_argument("--quick", action="store_true", help="a small fast run: 2000 events, 1 round")
+    ap.add_argument("--ci", action="store_true", help="the CI-sized run: 300 events, 1 round, batches of 64")
     ap.add_argument("--seed", type=int, default=4, help="seed of the world and events (default 4)")
     ap.add_argument("--json", type=Path, help="also write the figures as JSON to this file")
     args = ap.parse_args(argv)
     if args.quick:
         args.events, args.rounds = 2000, 1
-    if args.events < 100 or args.rounds < 1:
-        ap.error("--events must be >= 100 and --rounds >= 1")
+    if args.ci:
+        args.events, args.rounds, args.batch = 300, 1, 64
+    if args.events < 100 or args.rounds < 1 or args.batch < 1:
+        ap.error("--events must be >= 100, --rounds >= 1 and --batch >= 1")
 
     load0 = os.getloadavg()
     env: dict[str, Any] = {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count(),
            "durable_rules": _version("durable_rules"), "pydantic": _version("pydantic"),
            "loadavg_start": load0, "args": {k: str(v) for k, v in vars(args).items()}}
-    print(f"controller benchmark: {args.events:,} events x {args.rounds} round(s) per contender and scenario, "
+    print(f"controller benchmark: {args.events:,} events x {args.rounds} round(s) per contender and scenario "
+          f"(batches of {args.batch}), "
           f"{LIVE_FACTS:,} live facts per world; Python {env['python']}, durable_rules {env['durable_rules']}, "
           f"{env['cpus']} CPUs, 1-min load average {load0[0]:.2f}", flush=True)
     started = time.perf_counter()
@@ -393,7 +496,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      RULES, full_facts, full_inputs(args.events, rng, wfacts), targeting=True),
         ]
         for sc in scenarios:
-            ok = run_scenario(sc, args.rounds) and ok
+            ok = run_scenario(sc, args.rounds, args.batch) and ok
             figures[sc.name] = sc.figures
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -404,7 +507,8 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"1-min load average {load0[0]:.2f} at start, {load1[0]:.2f} at end. "
           "Targets are reported, never enforced (a benchmark, not a test).")
     if not ok:
-        print("the controller and the plain ladder DISAGREE: the comparison above is not valid")
+        print("the controller and the plain ladder DISAGREE, or observe_batch differs from one at a time: "
+              "the comparison above is not valid")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2, sort_keys=True, default=str) + "\n")
         print(f"figures written to {args.json}")
