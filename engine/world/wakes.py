@@ -14,7 +14,15 @@ from typing import Any
 from pydantic import BaseModel
 
 from engine.commands.wakes import AckWake, CancelWake, ClaimWake, EnqueueWake, WriteReceipt
-from engine.errors import AlreadyExists, InvalidInput, LeaseHeld, NotFound, OperationConflict, VersionConflict
+from engine.errors import (
+    AlreadyExists,
+    IllegalTransition,
+    InvalidInput,
+    LeaseHeld,
+    NotFound,
+    OperationConflict,
+    VersionConflict,
+)
 from engine.models.receipts import Decision, Outcome, Receipt, ReceiptBody
 from engine.models.traces import Trace, TraceBody
 from engine.models.wakes import WAKE_LIFECYCLE, EnqueueResult, Wake, WakeStatus
@@ -24,6 +32,9 @@ from engine.world.core import Cause, Plan, WorldCore
 from store import Change, Insert, Update
 
 MAX_CLAIM_CANDIDATES = 16
+#: What a claim of a candidate raises when another worker took it between the due read and the
+#: compare-and-set (claimed it, or claimed, ran and acked or cancelled it): the candidate is skipped.
+LOST_CLAIM = (VersionConflict, LeaseHeld, IllegalTransition)
 MAX_TRACES = 10_000
 
 
@@ -122,8 +133,8 @@ class WakeCalls(WorldCore):
         """Lease the most urgent due wake (optionally only ``agent_id``'s, or only those of the agents in
         ``agent_ids``: at most one of the two; an empty list claims nothing), or ``None`` if none is due.
         Expired leases are reclaimed. Concurrent claimers never get the same wake. Each candidate is read
-        once (by the due query, which filters by agent); a candidate changed since is skipped by the
-        compare-and-set.
+        once (by the due query, which filters by agent); a candidate another worker took since (claimed,
+        or claimed, ran and acked) is skipped, never raised (:data:`LOST_CLAIM`).
 
         With ``op_id``: a known id returns the wake its claim leased, exactly as it was then (or
         ``OperationConflict`` for another request: another worker, agent or lease)."""
@@ -144,8 +155,8 @@ class WakeCalls(WorldCore):
                 return self._write("claim_wake", decided_as(worker, "claim", candidate), req,
                                    lambda now, row=row: self._plan_claim(worker, req, row, now),  # type: ignore[misc]
                                    Wake, op_id=op_id, cause=cause, caller=worker)
-            except (VersionConflict, LeaseHeld):
-                continue  # another worker took it first; try the next candidate
+            except LOST_CLAIM:
+                continue  # another worker took it (and perhaps ran and acked it) first: the next candidate
         return None
 
     @staticmethod
