@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from engine.controller.decisions import (
     AnyDecision,
     Contest,
+    DeferWake,
     ForceRefresh,
     RouteReview,
     Suppress,
@@ -139,8 +140,12 @@ def woken_fact(chain: str, agent: str, until: int) -> Fact:
             "agent": agent, "until": until}
 
 
-def cooldown_fact(agent: str, until: int) -> Fact:
-    return {"id": f"cooldown:{agent}", "kind": "cooldown", "key": agent, "agent": agent, "until": until}
+def cooldown_fact(agent: str, until: int, *, wake_at: int, wake_key: str, deferrals: int = 0) -> Fact:
+    """``agent`` cools down until ``until`` after the wake ``wake_key`` that runs at ``wake_at`` (deferred
+    ``deferrals`` times in a row; 0 for a direct wake). Every field is written, so a fact read back from SQL
+    equals the one the action wrote."""
+    return {"id": f"cooldown:{agent}", "kind": "cooldown", "key": agent, "agent": agent, "until": until,
+            "wake_at": wake_at, "deferrals": deferrals, "wake_key": wake_key}
 
 
 def budget_fact(agent: str, used: int, until: int) -> Fact:
@@ -199,12 +204,62 @@ def allow_wake(act: Activation, p: AllowWake) -> Effect:
     used, until = (spent["used"] + 1, spent["until"]) if spent else (1, now + p.budget_window_us)
     upserts = [woken_fact(w["chain"], target, now + p.dedupe_us), budget_fact(target, used, until)]
     if p.cooldown_us:
-        upserts.append(cooldown_fact(target, now + p.cooldown_us))
+        upserts.append(cooldown_fact(target, now + p.cooldown_us, wake_at=now, wake_key=w["key"]))
     decision = WakeTarget(
         **act.origin(), agent=target, cause=w["cause"],
         idempotency_key=w["key"], depth=w["depth"], chain=w["chain"], origin_us=w["origin"],
         source=w["source"])
     return Effect(decisions=(decision,), upserts=tuple(upserts))
+
+
+class DeferOnCooldown(Params):
+    wake: str = "wake"
+    cooldown: str = "cool"
+    budget: str | None = None
+    max_deferrals: int = Field(ge=1, le=1000)
+    cooldown_us: int = Field(ge=0)
+    budget_window_us: int = Field(gt=0)
+    dedupe_us: int = Field(gt=0)
+
+
+def defer_wake(act: Activation, p: DeferOnCooldown) -> Effect:
+    """The candidate's target cools down (the ``cooldown`` fact): wake it at the cooldown's end instead of
+    dropping the candidate. Three cases, decided from the cooldown fact alone:
+
+    * a wake deferred to this cooldown's end has not run yet (``wake_at`` after now): the candidate
+      **joins** it (``DeferWake`` with ``joins`` = that wake's key; no new wake, no budget spent); the
+      chain is recorded as woken (dedupe);
+    * else, if fewer than ``max_deferrals`` deferrals in a row led to this cooldown: a **deferred wake**
+      due at the cooldown's end ``T`` (``DeferWake``, ``deferrals`` one more than the cooldown's); it
+      spends one wake from the budget now (once: a deferred wake is never judged again) and records the
+      facts an allowed wake does, the cooldown now following the deferred wake (``until`` = T +
+      ``cooldown_us``, ``wake_at`` = T);
+    * else the candidate is **suppressed** with reason ``cooldown``: deferrals are bounded, so a steady
+      stream of candidates cannot push an agent's wakes back forever."""
+    w, cool = act.facts[p.wake], act.facts[p.cooldown]
+    target, now, until = w["target"], w["now"], cool["until"]
+    wake_at, done = int(cool.get("wake_at") or 0), int(cool.get("deferrals") or 0)
+    common = {"agent": target, "cause": w["cause"], "depth": w["depth"], "chain": w["chain"]}
+    joined = cool.get("wake_key")
+    if wake_at > now and isinstance(joined, str):
+        return Effect(decisions=(DeferWake(
+            **act.origin(), **common, idempotency_key=w["key"], origin_us=w["origin"], source=w["source"],
+            not_before_us=wake_at, deferrals=max(done, 1), joins=joined,
+            detail=f"joins the wake of {target} deferred by cooldown until {wake_at}"),),
+            upserts=(woken_fact(w["chain"], target, now + p.dedupe_us),))
+    if done >= p.max_deferrals:
+        return Effect(decisions=(Suppress(
+            **act.origin(), **common, reason=SuppressReason.COOLDOWN, idempotency_key=w["key"],
+            detail=f"{target} cools down until {until} after {done} deferred wakes in a row "
+                   f"(the limit is {p.max_deferrals})"),))
+    spent = act.facts.get(p.budget) if p.budget else None
+    used, window = (spent["used"] + 1, spent["until"]) if spent else (1, now + p.budget_window_us)
+    upserts = (woken_fact(w["chain"], target, now + p.dedupe_us), budget_fact(target, used, window),
+               cooldown_fact(target, until + p.cooldown_us, wake_at=until, wake_key=w["key"], deferrals=done + 1))
+    return Effect(decisions=(DeferWake(
+        **act.origin(), **common, idempotency_key=w["key"], origin_us=w["origin"], source=w["source"],
+        not_before_us=until, deferrals=done + 1, detail=f"deferred by cooldown until {until}"),),
+        upserts=upserts)
 
 
 # -- topology, conflicts, review, epistemic lease ---------------------------------------------------------
@@ -323,6 +378,9 @@ ACTIONS: dict[str, ActionSpec] = {spec.name: spec for spec in (
                aliases={"wake": "wake_candidate"}, templates=("detail",)),
     ActionSpec("allow_wake", AllowWake, allow_wake, "wake the candidate's target and record it",
                aliases={"wake": "wake_candidate", "budget": "budget"}),
+    ActionSpec("defer_wake", DeferOnCooldown, defer_wake,
+               "wake the cooling target at the cooldown's end (join a pending deferred wake; bounded)",
+               aliases={"wake": "wake_candidate", "cooldown": "cooldown", "budget": "budget"}),
     ActionSpec("propose_topology", ProposeTopology, propose_topology, "propose isolate/share",
                refs=("agents",), templates=("reason",)),
     ActionSpec("contest_claims", ContestClaims, contest_claims, "mark contradicting claims contested",

@@ -79,6 +79,29 @@ class Suppress(DecisionBase):
     wake_id: str | None = None
 
 
+class DeferWake(DecisionBase):
+    """A proposed wake of ``agent`` stopped only by the cooldown ``reason``: it is issued as a wake due at
+    ``not_before_us`` (the cooldown's end) instead of being dropped. ``deferrals`` counts the deferrals in a
+    row behind this agent's cooldown (1: the cooldown followed a direct wake), bounded by the rules'
+    ``max_deferrals``. With ``joins`` the candidate adds nothing to the queue: it joins the deferred wake
+    with that idempotency key, which has not run yet (two candidates inside one cooldown, one wake).
+    ``detail`` is the text the wake's payload, and so its receipt and trace, carry."""
+
+    kind: Literal["defer"] = "defer"
+    agent: str
+    cause: str
+    idempotency_key: str
+    depth: int = Field(ge=0)
+    chain: str
+    origin_us: int = Field(ge=0)
+    source: str
+    reason: SuppressReason = SuppressReason.COOLDOWN
+    not_before_us: int = Field(ge=0)
+    detail: str
+    deferrals: int = Field(ge=1)
+    joins: str | None = None
+
+
 class TopologyProposal(DecisionBase):
     """Propose a topology change (validated and committed as a topology transaction by the gateway):
     isolate agents, share between them, join them in ``room``, or have them leave it (``close``: and
@@ -119,16 +142,17 @@ class ForceRefresh(DecisionBase):
 
 
 Decision = Annotated[
-    WakeTarget | Suppress | TopologyProposal | Contest | RouteReview | ForceRefresh,
+    WakeTarget | Suppress | DeferWake | TopologyProposal | Contest | RouteReview | ForceRefresh,
     Field(discriminator="kind"),
 ]
-AnyDecision = WakeTarget | Suppress | TopologyProposal | Contest | RouteReview | ForceRefresh
+AnyDecision = WakeTarget | Suppress | DeferWake | TopologyProposal | Contest | RouteReview | ForceRefresh
 
 __all__ = [
     "AnyDecision",
     "Contest",
     "Decision",
     "DecisionBase",
+    "DeferWake",
     "ForceRefresh",
     "RouteReview",
     "Suppress",

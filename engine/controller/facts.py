@@ -7,7 +7,8 @@ Every fact is a flat JSON object with an explicit ``id`` (unique in its world), 
   with ``observe(..., upserts=, retracts=)``): ``task``, ``subscription``, ``member``, ``room``,
   ``handoff``, ``reviewer``, ``claim``, ``edge``, ``context``.
 * **Controller facts** are written by the rules' actions and reported with each step so the caller can
-  store them: ``woken`` (per-chain dedupe), ``cooldown``, ``budget``, ``contest``, ``conflict_room``.
+  store them: ``woken`` (per-chain dedupe), ``cooldown`` (with the wake it follows, possibly a deferred
+  one), ``budget``, ``contest``, ``conflict_room``.
   Those with an ``until`` (logical microseconds) are dead once ``until <= now``; rules compare ``until``
   and the controller retracts expired ones lazily.
 * **Transient facts** live only during one call: ``event`` (the observed World event) and
@@ -140,9 +141,17 @@ class WokenFact(FactModel):
 
 
 class CooldownFact(FactModel):
+    """``agent`` is not woken again before ``until``. The cooldown follows the wake with idempotency key
+    ``wake_key`` that runs at ``wake_at``: a direct wake (``wake_at`` = its decision time, ``deferrals`` 0) or
+    a deferred one (``wake_at`` = when it falls due, ``deferrals`` = how many deferrals in a row led to it).
+    Facts stored before deferral existed carry only ``agent`` and ``until``: read with the defaults."""
+
     kind: Literal["cooldown"]
     agent: str
     until: int
+    wake_at: int = 0
+    deferrals: int = Field(default=0, ge=0)
+    wake_key: str | None = None
 
 
 class BudgetFact(FactModel):

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.controller.decisions import AnyDecision, Suppress, TopologyProposal, WakeTarget
+from engine.controller.decisions import AnyDecision, DeferWake, Suppress, TopologyProposal, WakeTarget
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,10 @@ def describe(decision: AnyDecision) -> str:
         what = f"wake {decision.agent} ({decision.cause}, depth {decision.depth}, chain {decision.chain})"
     elif isinstance(decision, Suppress):
         what = f"suppress wake of {decision.agent}: {decision.reason.value} ({decision.detail})"
+    elif isinstance(decision, DeferWake):
+        joins = f", joins {decision.joins}" if decision.joins else ""
+        what = (f"defer wake of {decision.agent} to {decision.not_before_us}: {decision.reason.value} "
+                f"({decision.cause}, depth {decision.depth}, chain {decision.chain}{joins})")
     elif isinstance(decision, TopologyProposal):
         room = f" room {decision.room}" if decision.room else ""
         what = f"topology {decision.op.value} {', '.join(decision.agents)}{room}{' +close' if decision.close else ''}"

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped]
 
-from engine.controller import AnyDecision, Suppress, WakeTarget
+from engine.controller import AnyDecision, DeferWake, Suppress, WakeTarget
 from engine.controller.facts import fact_hash
 
 REPO_RULES = Path(__file__).resolve().parents[2] / "rules"
@@ -58,13 +58,16 @@ def set_constants(rule_dir: Path, file: str, **constants: Any) -> None:
 
 
 def brief(decisions: list[AnyDecision]) -> list[tuple[str, ...]]:
-    """(kind, agent, reason) for wakes and suppressions; (kind,) otherwise."""
+    """(kind, agent, reason) for wakes and suppressions; ("defer", agent, due) for a deferred wake and
+    ("join", agent, due) for a candidate joining one; (kind,) otherwise."""
     out: list[tuple[str, ...]] = []
     for d in decisions:
         if isinstance(d, WakeTarget):
             out.append(("wake", d.agent))
         elif isinstance(d, Suppress):
             out.append(("suppress", d.agent, d.reason.value))
+        elif isinstance(d, DeferWake):
+            out.append(("join" if d.joins else "defer", d.agent, str(d.not_before_us)))
         else:
             out.append((d.kind,))
     return out

@@ -13,7 +13,7 @@ from tests.controller.conftest import MakeController
 from tests.controller.plain_ladder import PlainLadder
 from tests.controller.support import SECOND, T0, brief, copy_rules, event, handoff, set_constants
 
-SMALL = {"max_depth": 3, "ttl_us": 30 * SECOND, "cooldown_us": 2 * SECOND, "budget": 3,
+SMALL = {"max_depth": 3, "ttl_us": 30 * SECOND, "cooldown_us": 2 * SECOND, "budget": 3, "max_deferrals": 2,
          "budget_window_us": 20 * SECOND}
 
 
@@ -80,7 +80,7 @@ def test_durable_ladder_decides_like_the_plain_ladder(tmp_path_factory: Any, hop
     rules = copy_rules(Path(tmp_path_factory.mktemp("rules")), only=("wake_targeting", "wake_storm"))
     set_constants(rules, "wake_storm", **SMALL)
     plain = PlainLadder(SMALL["max_depth"], SMALL["ttl_us"], SMALL["cooldown_us"], SMALL["budget"],
-                        SMALL["budget_window_us"])
+                        SMALL["budget_window_us"], SMALL["max_deferrals"])
     ctl = Controller("w1", rules)
     ctl.load()
     try:

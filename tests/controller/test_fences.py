@@ -65,11 +65,14 @@ def test_replayed_joins_and_negations_still_match_new_facts(make_controller: Mak
     ctl.rebuild([{"id": "cooldown:B", "kind": "cooldown", "key": "B", "agent": "B", "until": T0 + 100 * SECOND},
                  {"id": "budget:B", "kind": "budget", "key": "B", "agent": "B", "used": 3,
                   "until": T0 + 1000 * SECOND}])
-    assert brief(ctl.observe(handoff(1, "A", "B", now=T0))) == [("suppress", "B", "cooldown")]
+    deferred = ctl.observe_step(handoff(1, "A", "B", now=T0))  # the replayed cooldown joined: deferred to its end
+    assert brief(list(deferred.decisions)) == [("defer", "B", str(T0 + 100 * SECOND))]
+    budget = next(f for f in deferred.changes.upserted if f["id"] == "budget:B")
+    assert budget["used"] == 4  # the replayed budget window was joined, not replaced
     step = ctl.observe_step(handoff(2, "A", "B", chain="c2", now=T0 + 200 * SECOND))
     assert brief(list(step.decisions)) == [("wake", "B")]
     budget = next(f for f in step.changes.upserted if f["id"] == "budget:B")
-    assert budget["used"] == 4  # the replayed budget window was joined, not replaced
+    assert budget["used"] == 5
 
 
 def test_rebuild_rejects_bad_facts_and_changes_nothing(make_controller: MakeController) -> None:
@@ -97,7 +100,8 @@ def test_hot_reload_swaps_host_and_rules_and_keeps_the_facts(make_controller: Ma
     assert old_host is not None
     with pytest.raises(EngineFailure, match="closed"):
         old_host.execute("w1", 99, T0)
-    assert brief(ctl.observe(handoff(2, "D", "B", chain="c2", now=T0 + SECOND))) == [("suppress", "B", "cooldown")]
+    assert brief(ctl.observe(handoff(2, "D", "B", chain="c2", now=T0 + SECOND))) == [
+        ("defer", "B", str(T0 + 2 * SECOND))]
     assert brief(ctl.observe(handoff(3, "B", "C", chain="c1", depth=1, now=T0 + 5 * SECOND))) == [
         ("suppress", "C", "depth")]
 

@@ -12,7 +12,7 @@ from engine.controller.actions import ACTIONS, SuppressWake
 from engine.controller.decisions import SuppressReason
 from engine.controller.durable_host import Binding, DurableHost, RuleSet
 from tests.controller.conftest import MakeController
-from tests.controller.support import REPO_RULES, brief, copy_rules, handoff
+from tests.controller.support import REPO_RULES, SECOND, T0, brief, copy_rules, handoff
 
 GOOD_RULE = """\
 version: 1
@@ -165,7 +165,7 @@ def test_a_bad_rule_file_leaves_the_previous_rules_in_force(make_controller: Mak
     with pytest.raises(RuleFileError):
         ctl.reload()
     assert ctl.rules is before and ctl._host is host
-    assert brief(ctl.observe(handoff(2, "A", "B", chain="ch2"))) == [("suppress", "B", "cooldown")]
+    assert brief(ctl.observe(handoff(2, "A", "B", chain="ch2"))) == [("defer", "B", str(T0 + 3 * SECOND))]
 
 
 def test_a_controller_that_never_loaded_reports_it(tmp_path: Path) -> None:

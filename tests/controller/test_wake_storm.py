@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.controller import Suppress, SuppressReason, WakeTarget
+from engine.controller import DeferWake, Suppress, SuppressReason, WakeTarget
 from tests.controller.conftest import MakeController
 from tests.controller.support import SECOND, T0, brief, handoff, set_constants
 
@@ -49,13 +49,17 @@ def test_ttl_is_checked_before_depth(make_controller: MakeController) -> None:
     assert isinstance(d, Suppress) and d.reason is SuppressReason.TTL
 
 
-def test_cooldown_stops_another_chain_waking_the_same_agent_too_soon(make_controller: MakeController) -> None:
+def test_cooldown_defers_another_chain_waking_the_same_agent_too_soon(make_controller: MakeController) -> None:
     ctl = make_controller()
     assert brief(ctl.observe(handoff(1, "A", "B", chain="c1", now=T0))) == [("wake", "B")]
     [cool] = ctl.observe(handoff(2, "D", "B", chain="c2", now=T0 + SECOND))
-    assert isinstance(cool, Suppress) and cool.reason is SuppressReason.COOLDOWN
-    assert cool.detail == f"B cools down until {T0 + 2 * SECOND}"
-    assert brief(ctl.observe(handoff(3, "D", "B", chain="c3", now=T0 + 2 * SECOND))) == [("wake", "B")]
+    assert isinstance(cool, DeferWake) and cool.reason is SuppressReason.COOLDOWN
+    assert (cool.not_before_us, cool.joins) == (T0 + 2 * SECOND, None)
+    assert cool.detail == f"deferred by cooldown until {T0 + 2 * SECOND}"
+    # the deferred wake runs at T0+2s, so the agent cools down until T0+4s: a candidate then is deferred again
+    assert brief(ctl.observe(handoff(3, "D", "B", chain="c3", now=T0 + 2 * SECOND))) == [
+        ("defer", "B", str(T0 + 4 * SECOND))]
+    assert brief(ctl.observe(handoff(4, "D", "B", chain="c4", now=T0 + 6 * SECOND))) == [("wake", "B")]
 
 
 def test_dedupe_stops_a_chain_waking_the_same_agent_twice(make_controller: MakeController) -> None:
@@ -107,6 +111,8 @@ def test_allowing_a_wake_records_the_guards_facts(make_controller: MakeControlle
     ids = {f["id"]: f for f in step.changes.upserted}
     assert set(ids) == {"woken:c1:B", "cooldown:B", "budget:B"}
     assert ids["cooldown:B"]["until"] == T0 + 2 * SECOND
+    assert (ids["cooldown:B"]["wake_at"], ids["cooldown:B"]["deferrals"], ids["cooldown:B"]["wake_key"]) == (
+        T0, 0, "ctl:w1:1:B")
     assert ids["budget:B"]["used"] == 1
     assert step.changes.retracted == ()
     assert {f["id"] for f in ctl.facts()} == set(ids)  # the transient event and candidate are gone
