@@ -439,7 +439,9 @@ def open_runtime(scenario: Scenario, out: Path, *, db_url: str | None = None,
     base = settings or load_settings()
     data_dir = {"policy_deploy_root": out / "policy-deploys"} if sqlite_file(url) is None else {}
     chosen = base.model_copy(update={"db_url": url, "artifact_dir": out / "artifacts", **data_dir})
-    runtime = Runtime.open(chosen, clock=ManualClock(scenario.clock.start_us()), ids=SeededIds(scenario.seed))
+    # the scenario owns its PDP's faults (a pdp_outage stops it for a span of simulated time): no supervisor
+    runtime = Runtime.open(chosen, clock=ManualClock(scenario.clock.start_us()), ids=SeededIds(scenario.seed),
+                           supervise=False)
     events = [e for e in runtime.store.read.events(0, 10) if e["event_type"] != "policy.activated"]
     if events:
         runtime.close()
