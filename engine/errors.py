@@ -30,6 +30,7 @@ durable_rules) are mapped at the boundary with ``raise ... from exc``; they neve
     ├── UndecidedWrite               undecided_write          6   (command, current_epoch)
     ├── ArtifactCorrupted            artifact_corrupted       7   (artifact_id, version, expected, actual)
     ├── StoreUnavailable             store_unavailable        8   (reason)
+    │   └── BackupUnverified         backup_unverified        8   (dest, check, found)
     ├── ServerUnreachable            server_unreachable       8   (server, reason)
     ├── PolicyUnavailable            policy_unavailable       9   (reason)
     └── Unauthenticated              unauthenticated         10   (reason, token_id: no token proves who calls)

@@ -132,7 +132,9 @@ class Runtime:
                     supervisor = PdpSupervisor(managed, max_backoff_s=1.0)  # back within seconds
                     supervisor.start()
             pdp = CerbosPdp(address, timeout_s=settings.pdp_timeout_s)
-            book = RuntimeBook(store, policy=PdpAuthorizer(pdp, store.read), clock=clock, ids=ids,
+            policy = PdpAuthorizer(pdp, store.read, deploy_root=cls.deploy_root(settings),
+                                   decision_memo_size=settings.decision_memo_size)
+            book = RuntimeBook(store, policy=policy, clock=clock, ids=ids,
                                artifact_dir=settings.resolved_artifact_dir())
             book.activate_policy_epoch(probe_epoch(pdp), source)  # idempotent: recorded once per activation
         except BaseException:
@@ -187,7 +189,7 @@ class Runtime:
         """Wait (bounded) until the PDP decides under ``epoch``; ``PolicyUnavailable`` if it does not in time.
         Remembered plans are forgotten (they are keyed by epoch; the old set's are of no further use)."""
         if isinstance(self.book.policy, PdpAuthorizer):
-            self.book.policy.plan_memo.clear()
+            self.book.policy.forget()
         deadline = time.monotonic() + timeout_s
         while (seen := probe_epoch(self.pdp)) != epoch:
             if time.monotonic() > deadline:

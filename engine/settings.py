@@ -12,6 +12,9 @@
 ``PMW_PDP_TIMEOUT_S``   deadline of every PDP call (default 2.0 s)
 ``PMW_POLICY_DEPLOY_ROOT``  where validated policy sets are deployed (``<root>/current`` is served);
                         default ``<data dir>/policy-deploys``; point it at an external PDP's directory
+``PMW_DECISION_MEMO_SIZE``  decisions remembered per policy epoch (``engine.policy.decision_memo``); default 0:
+                        off, so the PDP's decision log holds every decision (``pmw audit``); a remembered
+                        decision is answered without the PDP and is not logged again
 
 A bad value fails with :class:`~engine.errors.InvalidInput` naming the variable.
 """
@@ -43,6 +46,7 @@ class Settings(BaseSettings):
     pdp_admin_password: str | None = None
     pdp_timeout_s: float = Field(default=2.0, gt=0, le=60)
     policy_deploy_root: Path | None = None
+    decision_memo_size: int = Field(default=0, ge=0, le=10_000_000)
 
     def resolved_data_dir(self) -> Path:
         """Where runtime files live: beside a SQLite database file, else ``./pmw-data``."""

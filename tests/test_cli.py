@@ -558,7 +558,7 @@ READS = {"project", "demo", "agents list", "agents show", "agents sessions", "st
          "simulate", "rooms show", "rooms members", "rooms discussion", "rooms answers", "commands",
          "policy shadow", "audit", "tokens list", "serve", "login"}
 # The World calls take no operation id (init: bootstrapping a governor is allowed once anyway).
-NO_OP_ID = {"init", "wakes claim", "snapshot", "rooms close-stale"}
+NO_OP_ID = {"init", "wakes claim", "snapshot", "rooms close-stale", "backup", "pull", "decide"}
 
 
 def leaf_commands() -> dict[str, Any]:

@@ -35,9 +35,9 @@ def decide(
     with invocation(ctx) as run:
         from engine.client.agent import ExternalAgent
 
+        body = json_object("--decision", decision) or {}
         if not run.remote:
             raise InvalidInput("--server", "pmw decide is a client of pmw serve: give --server URL (or PMW_SERVER)")
-        body = json_object("--decision", decision) or {}
         run.show(ExternalAgent(run.client).decide(wake_id, body))
 
 
