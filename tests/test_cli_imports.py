@@ -29,7 +29,7 @@ HEAVY_ENGINE = ("store", "engine.world", "engine.runtime", "engine.controller", 
 # Every module ``engine.cli.app`` imports at start-up.
 LIGHT_MODULES = ("agents", "artifacts", "audit", "commands", "events", "handoffs", "memory", "options", "output",
                  "permissions", "policy", "receipts", "rooms", "runloop_cmds", "runtime", "serve", "simulate",
-                 "state", "tasks", "tokens", "topology", "wakes", "world_cmds", "app")
+                 "state", "tasks", "tokens", "topology", "wakes", "world_cmds", "pull", "backup", "app")
 
 
 def imported_modules(code: str) -> list[str]:
@@ -52,6 +52,18 @@ def test_app_import_loads_no_heavy_package() -> None:
     assert "engine.cli.app" in names and "engine.cli.agents" in names
     heavy = sorted(n for n in names if under(n, HEAVY_PACKAGES + HEAVY_ENGINE))
     assert heavy == []
+
+
+def test_a_client_call_loads_no_heavy_package() -> None:
+    """A read sent to a server (one that does not answer: exit 8, ``server_unreachable``) parses its options,
+    builds the request and reports the error with none of the heavy packages: what a call against a running
+    server costs beyond the HTTP exchange."""
+    code = ("import sys; from engine.cli.app import app\n"
+            "sys.argv = ['pmw', '--server', 'http://127.0.0.1:9', '--json', 'agents', 'show', 'gov']\n"
+            "try:\n    app(prog_name='pmw')\nexcept SystemExit as exc:\n    assert exc.code == 8, exc.code\n")
+    names = imported_modules(code)
+    assert "engine.client.http" in names
+    assert sorted(n for n in names if under(n, HEAVY_PACKAGES + HEAVY_ENGINE)) == []
 
 
 def test_the_check_sees_a_heavy_import() -> None:
