@@ -17,9 +17,14 @@ no door, no connection.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from sqlalchemy import event
+
+from engine.errors import InvalidInput
 from store.changes import Change, CommitOutcome, Insert, Provenance, StoredOperation, Update, WriteRequest
 from store.database import Database, DatabaseOptions
-from store.gateway import CommitHook, commit, lookup_operation
+from store.gateway import BatchRefused, CommitHook, commit, commit_many, lookup_operation
 from store.migrations import LATEST, current_version, migrate
 from store.notify import Listener
 from store.reads import Reader, Row
@@ -36,6 +41,10 @@ class Door:
     def commit(self, request: WriteRequest) -> CommitOutcome:
         """The write gateway: see :mod:`store.gateway`."""
         return commit(self._store._db, request, self._store._hooks, undecided_ok=self._undecided_ok)
+
+    def commit_many(self, requests: list[WriteRequest]) -> list[CommitOutcome]:
+        """Several requests in one transaction, all or nothing: see :func:`store.gateway.commit_many`."""
+        return commit_many(self._store._db, requests, self._store._hooks, undecided_ok=self._undecided_ok)
 
 
 class ReadOnlyStore:
@@ -100,6 +109,15 @@ class Store:
         """Call ``hook(request)`` after every successful commit in this process (wake signals)."""
         self._hooks = (*self._hooks, hook)
 
+    def trace_statements(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(sql)`` for every statement (``BEGIN``/``COMMIT`` included) that connections of a
+        SQLite store opened from now on run: counting what a call costs (tests, benchmarks). Connections
+        already open are not traced; on PostgreSQL this is ``InvalidInput``."""
+        if self._db.dialect != "sqlite":
+            raise InvalidInput("store", "statement tracing is for SQLite stores")
+        event.listen(self._db.engine, "connect",
+                     lambda dbapi_conn, _record: dbapi_conn.set_trace_callback(callback))
+
     def listener(self) -> Listener | None:
         """A cross-process commit listener (PostgreSQL ``LISTEN``); ``None`` on SQLite, which has none."""
         if self._db.dialect != "postgresql":
@@ -115,6 +133,7 @@ STATE_TABLE_KEYS: dict[str, tuple[str, ...]] = {t.name: primary_key(t) for t in 
 __all__ = [
     "LATEST",
     "STATE_TABLE_KEYS",
+    "BatchRefused",
     "Change",
     "CommitOutcome",
     "DatabaseOptions",

@@ -310,4 +310,96 @@ def commit(db: Database, request: WriteRequest, hooks: tuple[CommitHook, ...] = 
     return CommitOutcome(result=request.result, event_id=request.event_id, replayed=False)
 
 
-__all__ = ["CommitHook", "commit", "lookup_operation"]
+class BatchRefused(Exception):
+    """:func:`commit_many` refused its batch because of request ``index``: ``error`` is what that request
+    alone would have raised (``VersionConflict``, ``NotFound``, ``AlreadyExists``, ``InvalidInput``,
+    ``OperationConflict``, ``PolicyEpochChanged``, ``UndecidedWrite``). Nothing of the batch was written."""
+
+    def __init__(self, index: int, error: PMWError) -> None:
+        super().__init__(f"request {index} of the batch: {error.message}")
+        self.index = index
+        self.error = error
+
+
+def _known_operations(cur: Any, dialect: str, op_ids: list[str]) -> dict[str, tuple[str, str, Any, str]]:
+    """(command, request hash, result, event id) of the ``op_ids`` already in the ledger (one statement)."""
+    names = [f"op{n}" for n in range(len(op_ids))]
+    marks = ", ".join(placeholder(dialect, n) for n in names)
+    cur.execute(f"SELECT op_id, command, request_hash, result, event_id FROM events WHERE op_id IN ({marks})",
+                dict(zip(names, op_ids, strict=True)))
+    out = {}
+    for op_id, command, digest, result, event_id in cur.fetchall():
+        out[op_id] = (command, digest, orjson.loads(result) if dialect == "sqlite" else result, event_id)
+    return out
+
+
+def _apply_many(tx: _Tx, requests: list[WriteRequest], *, undecided_ok: bool) -> list[CommitOutcome]:
+    """Every request of a batch on one transaction (see :func:`commit_many`)."""
+    known = _known_operations(tx.cur, tx.dialect, [r.op_id for r in requests])
+    outcomes: list[CommitOutcome] = []
+    fresh: list[tuple[int, WriteRequest, list[Insert | Update]]] = []
+    for index, request in enumerate(requests):
+        if (stored := known.get(request.op_id)) is not None:
+            command, digest, result, event_id = stored
+            if digest != request.request_hash or command != request.command:
+                raise BatchRefused(index, OperationConflict(request.op_id, request.command))
+            outcomes.append(CommitOutcome(result=result, event_id=event_id, replayed=True))
+            continue
+        try:
+            tx.check_epoch(request, undecided_ok=undecided_ok)
+        except PMWError as exc:
+            raise BatchRefused(index, exc) from exc
+        fresh.append((index, request, [*request.changes, *(_provenance_row(request, e) for e in request.provenance)]))
+        outcomes.append(CommitOutcome(result=request.result, event_id=request.event_id, replayed=False))
+    for index, request, changes in fresh:
+        try:
+            if tx.dialect == "sqlite":  # one writer at a time: log order is commit order already
+                tx.append_event(request, changes)
+            tx._apply_changes(changes)
+        except (VersionConflict, NotFound, AlreadyExists, InvalidInput) as exc:
+            raise BatchRefused(index, exc) from exc
+    if tx.dialect != "sqlite" and fresh:  # PostgreSQL: the events last, under the log lock (see _Tx.apply)
+        tx.cur.execute("SELECT pg_advisory_xact_lock(%(k)s)", {"k": _LOG_LOCK})
+        for _, request, changes in fresh:
+            tx.append_event(request, changes)
+        tx.cur.execute(_NOTIFY)
+    return outcomes
+
+
+def commit_many(db: Database, requests: list[WriteRequest], hooks: tuple[CommitHook, ...] = (), *,
+                undecided_ok: bool = False) -> list[CommitOutcome]:
+    """Apply several requests in ONE transaction, all or nothing, in order: each is still its own event with
+    its operation id, its epoch check and its ledger entry, exactly as :func:`commit` would write it.
+
+    A request whose operation id is already in the ledger with the same request hash is answered from it
+    (``replayed``) and writes nothing; the others are written. Any refusal of one request
+    (:class:`BatchRefused`, naming the request and its error) rolls back the whole batch: nothing is written.
+    ``StoreUnavailable`` and ``InvalidInput`` (a value no column holds) likewise leave nothing written.
+    Returns one outcome per request, in order. Hooks run after commit for each request written."""
+    if not requests:
+        return []
+    for attempt in range(2):
+        try:
+            with db.write_cursor() as cur:
+                outcomes = _apply_many(_Tx(db, cur), list(requests), undecided_ok=undecided_ok)
+            break
+        except _DuplicateOperationError:  # a concurrent twin took an operation id after our look-up
+            if attempt == 1:
+                raise StoreUnavailable("a batch's operation ids kept colliding with concurrent writes") from None
+        except (BatchRefused, PMWError):
+            raise
+        except (OverflowError, UnicodeEncodeError, orjson.JSONEncodeError) as exc:
+            reason = db.value_refused(exc) or f"a value cannot be stored as JSON ({exc})"
+            raise InvalidInput("request", f"{requests[0].command}: {reason}") from exc
+        except (db.database_error, DatabaseError) as exc:
+            if (refused := db.value_refused(exc)) is not None:
+                raise InvalidInput("request", f"{requests[0].command}: {refused}") from exc
+            raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
+    for request, outcome in zip(requests, outcomes, strict=True):
+        if not outcome.replayed:
+            for hook in hooks:
+                hook(request)
+    return outcomes
+
+
+__all__ = ["BatchRefused", "CommitHook", "commit", "commit_many", "lookup_operation"]

@@ -8,6 +8,7 @@ only the store failing is ``StoreUnavailable``.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -74,6 +75,34 @@ class Reader:
     def __init__(self, db: Database) -> None:
         self._db = db
         self._gets: dict[tuple[str, tuple[str, ...]], tuple[str, list[tuple[str, Any]]]] = {}
+        self._pending = threading.local()  # this thread's planned, uncommitted rows (see pending_rows)
+
+    @contextmanager
+    def pending_rows(self) -> Iterator[None]:
+        """Within this block (in this thread), :meth:`get` by primary key answers rows that writes planned
+        in the block insert or update (:meth:`add_pending`) as they will be once committed: the later writes
+        of one planned batch are planned on the earlier ones. No other read sees them."""
+        self._pending.rows = {}
+        try:
+            yield
+        finally:
+            self._pending.rows = None
+
+    def add_pending(self, table: str, key: Mapping[str, Any], values: Mapping[str, Any], *,
+                    insert: bool) -> None:
+        """Record a planned insert (``values``: the whole row) or update (``values``: the columns it sets,
+        ``version`` included) of the row ``key`` of ``table`` (no-op outside :meth:`pending_rows`). An
+        update is merged onto the stored row only when the row is read again (no read otherwise)."""
+        rows: dict[tuple[str, tuple[tuple[str, Any], ...]], tuple[bool, dict[str, Any]]] | None = getattr(
+            self._pending, "rows", None)
+        if rows is None:
+            return
+        at = (table, tuple(sorted(key.items())))
+        if insert:
+            rows[at] = (True, dict(values))
+            return
+        whole, known = rows.get(at, (False, {}))
+        rows[at] = (whole, {**known, **values})
 
     def _refused(self, exc: BaseException, field: str) -> InvalidInput | None:
         reason = self._db.value_refused(exc)
@@ -92,7 +121,22 @@ class Reader:
             raise StoreUnavailable(str(exc.orig)) from exc
 
     def get(self, table: str, **key: Any) -> Row | None:
-        """One row by equality on ``key`` (the hot read of every World call: driver cursor, cached SQL)."""
+        """One row by equality on ``key`` (the hot read of every World call: driver cursor, cached SQL); in a
+        :meth:`pending_rows` block, a row planned there is answered as it will be."""
+        pending = getattr(self._pending, "rows", None)
+        if pending and (at := (table, tuple(sorted(key.items())))) in pending:
+            whole, values = pending[at]
+            if not whole:  # an update planned on the stored row: read it (once) and merge
+                self._pending.rows = None
+                try:
+                    stored = self.get(table, **key)
+                finally:
+                    self._pending.rows = pending
+                if stored is None:
+                    return None
+                values = {**stored, **values}
+                pending[at] = (True, values)
+            return dict(values)
         sql, decoders = self._get_sql(table, tuple(key))
         try:
             with self._db.read_cursor() as cur:

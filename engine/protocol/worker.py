@@ -24,14 +24,16 @@ import orjson
 
 from engine.errors import ConflictError, PMWError, PolicyDenied, PolicyEpochChanged, PolicyUnavailable
 from engine.models.agents import Agent
-from engine.models.common import ID_PATTERN
+from engine.models.common import ID_PATTERN, JsonValue
 from engine.models.receipts import Decision, Outcome, Receipt
 from engine.models.traces import TraceBody
 from engine.models.wakes import Wake
 from engine.protocol.adapters import AgentAdapter, AgentDecision, Effect
 from engine.world import Cause, World
 from engine.world.book import RuntimeBook
+from engine.world.core import PlannedDenied
 from engine.world.projection import WorldView
+from store import BatchRefused
 
 DEFAULT_LEASE_S = 30.0
 _REF = re.compile(ID_PATTERN)
@@ -53,6 +55,20 @@ class EpochMoved(Exception):
 class SimulatedCrash(Exception):
     """Raised by a worker told to crash (simulations, crash tests): it stops after the effects and before
     the ack, exactly as a killed process would. The wake stays leased; nothing else is undone."""
+
+
+@dataclass
+class EffectVerdict:
+    """What became of one effect of a decision, as the receipt and the trace list it: ``verdict`` is
+    ``committed``, ``denied``, ``conflict`` or ``failed`` (with ``reason``), ``not_committed`` (allowed, but
+    another effect was refused: nothing of the decision committed) or ``not_attempted`` (after the refused one)."""
+
+    effect: str
+    verdict: str = "not_attempted"
+    reason: str | None = None
+
+    def as_json(self) -> dict[str, JsonValue]:
+        return {"effect": self.effect, "verdict": self.verdict, "reason": self.reason}
 
 
 @dataclass(frozen=True)
@@ -89,38 +105,93 @@ class WakeProtocol:
         self.book = book
         self.world = book.world
         self.worker_id = worker_id
-        self.crash_before_ack = 0  # crash (SimulatedCrash) this many times, each after a wake's effects
+        # Crash points (SimulatedCrash; simulations and crash tests), each counted down once per crash:
+        # crash_before_commit: after the decision is recorded and the effects are planned, before the one
+        # transaction of effects and ack (nothing of the cycle is committed; the retry replays the decision).
+        # crash_before_ack: as a worker of before atomic effects would have died: its effects committed
+        # (together), its ack not (the retry's operation ids return the effects' stored results).
+        self.crash_before_commit = 0
+        self.crash_before_ack = 0
 
     def act(self, wake: Wake, agent_id: str, decided: AgentDecision, started: int, shown: Shown) -> Cycle:
-        """Apply ``decided``'s effects as ``agent_id`` and ack ``wake`` with the typed outcome: ``denied``,
-        ``conflict`` or ``failed`` at the first effect refused so (the effects before it stay committed and
-        are named by the receipt), else ``acted`` (``no_action`` for that decision or no effects). Raises
-        ``PolicyUnavailable`` and ``PolicyEpochChanged`` with nothing more written: the wake stays leased."""
+        """Apply ``decided``'s effects as ``agent_id`` and ack ``wake``, all or nothing: every effect is
+        planned, all their checks and the ack's go to the PDP together, and the effects, the receipt, the
+        trace and the ack commit in ONE transaction. A denied, conflicting or failing effect commits no
+        effect: the wake is acked ``denied``, ``conflict`` or ``failed``, the reason names the effect, and the
+        receipt's ``payload.effects`` (and the trace's decision) lists every effect with its verdict. Else
+        ``acted`` (``no_action`` for that decision or no effects). Raises ``PolicyUnavailable`` and
+        ``PolicyEpochChanged`` with nothing written: the wake stays leased (its decision stays recorded)."""
         if decided.decision is Decision.NO_ACTION or not decided.effects:
             return self._finish(wake, decided, Outcome.NO_ACTION, decided.reason, started, shown=shown)
         chain = wake.payload.get("chain")
         cause = Cause(causation_id=wake.cause_event_id,
                       correlation_id=chain if isinstance(chain, str) and chain else wake.wake_id)
+        verdicts = [EffectVerdict(e.effect) for e in decided.effects]
         refs: list[str] = []
-        for index, effect in enumerate(decided.effects):
-            try:
+        spans: list[tuple[int, int]] = []  # the batch's writes of each effect
+        refusal: tuple[int, PMWError] | None = None
+        with self.world.planning() as batch:
+            for index, effect in enumerate(decided.effects):
                 op_id = f"{wake.wake_id}:{index}"
-                ref = self._apply(agent_id, effect, op_id, cause)
+                first = len(batch)
+                try:
+                    ref = self._apply(agent_id, effect, op_id, cause)
+                except (PolicyEpochChanged, PolicyUnavailable):
+                    raise  # decided under a stale epoch, or no answer: nothing written, the wake stays leased
+                except PMWError as exc:
+                    refusal = (index, exc)
+                    break
+                spans.append((first, len(batch)))
+                verdicts[index].verdict = "planned"
                 refs.append(ref if _REF.match(ref) else op_id)  # e.g. a state key with "/": its operation
-            except PolicyDenied as exc:
-                return self._finish(wake, decided, Outcome.DENIED, exc.message, started, refs, shown)
-            except PolicyEpochChanged:
-                raise  # not a conflict of the agent's: decided under a stale epoch; decided again after resync
-            except ConflictError as exc:
-                return self._finish(wake, decided, Outcome.CONFLICT, exc.message, started, refs, shown)
-            except PolicyUnavailable:
-                raise  # fail closed: the wake stays leased and is retried after the lease
-            except PMWError as exc:
-                return self._finish(wake, decided, Outcome.FAILED, exc.message, started, refs, shown)
-        if self.crash_before_ack > 0:
+            crash = self.crash_before_ack > 0
+            if refusal is None and not crash:
+                if self.crash_before_commit > 0:
+                    self.crash_before_commit -= 1
+                    raise SimulatedCrash(f"{self.worker_id} crashed before committing {wake.wake_id}")
+                for v in verdicts:
+                    v.verdict = "committed"
+                self._finish(wake, decided, Outcome.ACTED, decided.reason, started, refs, shown, verdicts)
+        if refusal is not None:  # planning refused an effect: the batch is dropped, the wake acked alone
+            index, error = refusal
+            return self._refused(wake, decided, verdicts, index, _outcome_of(error), error.message, started, shown)
+        try:
+            outcomes = self.world.commit_planned(batch)
+        except PlannedDenied as denied:
+            for index, (lo, hi) in enumerate(spans):
+                found = next((denied.denied[n] for n in range(lo, hi) if n in denied.denied), None)
+                verdicts[index].verdict, verdicts[index].reason = ("denied", found.message) if found else (
+                    "not_committed", None)
+            ack_denied = [d for n, d in denied.denied.items() if spans and n >= spans[-1][1]]
+            if ack_denied:
+                raise ack_denied[0] from denied  # the ack itself is denied (as a single ack would be)
+            index = next(i for i, v in enumerate(verdicts) if v.verdict == "denied")
+            return self._refused(wake, decided, verdicts, index, Outcome.DENIED, verdicts[index].reason or "",
+                                 started, shown)
+        except BatchRefused as refused:
+            hit = next((i for i, (lo, hi) in enumerate(spans) if lo <= refused.index < hi), None)
+            if hit is None or isinstance(refused.error, PolicyEpochChanged):
+                raise refused.error from refused  # the ack's own refusal, or a stale epoch: as a single write's
+            return self._refused(wake, decided, verdicts, hit, _outcome_of(refused.error), refused.error.message,
+                                 started, shown)
+        if crash:  # a world left by a worker that committed its effects and died before its ack
             self.crash_before_ack -= 1
             raise SimulatedCrash(f"{self.worker_id} crashed before acking {wake.wake_id}")
-        return self._finish(wake, decided, Outcome.ACTED, decided.reason, started, refs, shown)
+        return Cycle(wake=wake, decision=decided, receipt=Receipt.model_validate(outcomes[-1].result))
+
+    def _refused(self, wake: Wake, decided: AgentDecision, verdicts: list[EffectVerdict], index: int,
+                 outcome: Outcome, why: str, started: int, shown: Shown) -> Cycle:
+        """Ack ``wake`` ``outcome`` for effect ``index``'s refusal (``why``): no effect was committed. Other
+        effects keep a verdict of their own (``denied`` by the same PDP answer); the rest are listed as
+        ``not_committed`` (planned and allowed) or ``not_attempted``."""
+        for n, v in enumerate(verdicts):
+            if n == index:
+                v.verdict, v.reason = outcome.value, why
+            elif v.verdict in ("planned", "committed", "not_committed"):
+                v.verdict = "not_committed"
+                v.reason = f"effect {index} ({verdicts[index].effect}) was {outcome.value}: no effect committed"
+        return self._finish(wake, decided, outcome, f"{why} [effect {index} ({verdicts[index].effect})]"[:4000],
+                            started, [], shown, verdicts)
 
     def deny(self, wake: Wake, reason: str, started: int) -> Cycle:
         """Ack ``wake`` ``denied`` without a decision: its agent may no longer be rehydrated or observed."""
@@ -133,21 +204,26 @@ class WakeProtocol:
         return effect.ref(result) or op_id
 
     def _finish(self, wake: Wake, decided: AgentDecision | None, outcome: Outcome, reason: str | None,
-                started: int, refs: list[str] | None = None, shown: Shown | None = None) -> Cycle:
-        """Ack ``wake`` (op id ``<wake_id>:ack``: a retried ack returns the first receipt) with its trace."""
+                started: int, refs: list[str] | None = None, shown: Shown | None = None,
+                verdicts: list[EffectVerdict] | None = None) -> Cycle:
+        """Ack ``wake`` (op id ``<wake_id>:ack``: a retried ack returns the first receipt) with its trace;
+        ``verdicts``: every effect's, listed by the receipt (``payload.effects``) and the trace."""
         shown = shown or Shown([], 0)
+        listed = [v.as_json() for v in verdicts] if verdicts else []
         trace = TraceBody(
             worker_id=self.worker_id, retrieved_refs=shown.retrieved[:MAX_TRACE_REFS],
             tools=[e.effect for e in decided.effects] if decided else [],
             decisions=[{"decision": decided.decision.value, "reason": decided.reason,
-                        "effects": len(decided.effects)}] if decided else [],
+                        "effects": len(decided.effects), **({"verdicts": listed} if listed else {})}]
+            if decided else [],
             commits=refs or [], started_at_us=started, result=reason,
             cost={"context_items": len(shown.retrieved), "context_bytes": shown.context_bytes,
                   "effects": len(decided.effects) if decided else 0})
         receipt = self.world.ack_wake(
             self.worker_id, wake.wake_id, (decided.decision if decided else Decision.NO_ACTION).value,
             outcome=outcome.value, reason=reason, action_refs=refs or [], op_id=f"{wake.wake_id}:ack",
-            observed_state_version=wake.base_state_version, trace=trace)
+            observed_state_version=wake.base_state_version, trace=trace,
+            payload={"effects": listed} if listed else {})
         return Cycle(wake=wake, decision=decided, receipt=receipt)
 
 
@@ -215,6 +291,13 @@ class Worker(WakeProtocol):
         return self.act(wake, agent.agent_id, decided, started, Shown.of(view))
 
 
+def _outcome_of(error: PMWError) -> Outcome:
+    """The receipt's outcome for an effect refused with ``error``."""
+    if isinstance(error, PolicyDenied):
+        return Outcome.DENIED
+    return Outcome.CONFLICT if isinstance(error, ConflictError) else Outcome.FAILED
+
+
 def observe(world: World, wake: Wake) -> tuple[Agent, WorldView]:
     """Rehydrate and observe for ``wake``: its target agent's row and projection, both read as that agent
     (through the PDP: ``PolicyDenied`` if it may no longer read them)."""
@@ -232,4 +315,4 @@ def _retrieved(view: WorldView | None) -> list[str]:
             *(f"artifact:{a.artifact_id}" for a in view.artifacts)]
 
 
-__all__ = ["Cycle", "EpochMoved", "Shown", "SimulatedCrash", "WakeProtocol", "Worker", "observe"]
+__all__ = ["Cycle", "EffectVerdict", "EpochMoved", "Shown", "SimulatedCrash", "WakeProtocol", "Worker", "observe"]

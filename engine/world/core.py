@@ -17,8 +17,11 @@ decision it was taken under; the runtime's own bookkeeping goes through the runt
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,14 +29,24 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from engine.errors import InvalidInput, NotFound, OperationConflict, PolicyDenied, VersionConflict
+from engine.errors import InvalidInput, NotFound, OperationConflict, PolicyDenied, PolicyUnavailable, VersionConflict
 from engine.models.common import Id, Model
 from engine.models.lifecycle import Lifecycle
 from engine.policy.enforcement import Authorizer, Check
 from engine.policy.model import PlanFilter
 from engine.sources import Clock, IdSource, RandomIds, SystemClock
 from engine.validation import check_id, invalid_from
-from store import STATE_TABLE_KEYS, Change, Door, Provenance, ReadOnlyStore, Store, Update, WriteRequest
+from store import (
+    STATE_TABLE_KEYS,
+    Change,
+    CommitOutcome,
+    Door,
+    Provenance,
+    ReadOnlyStore,
+    Store,
+    Update,
+    WriteRequest,
+)
 from store.plan_sql import UntranslatablePlan
 
 R = TypeVar("R", bound=BaseModel)
@@ -64,6 +77,44 @@ class Plan:
     checks: Sequence[Check] = ()  # what the policy decides before this plan may be committed
 
 
+@dataclass(frozen=True)
+class PlannedWrite:
+    """One write planned inside :meth:`WorldCore.planning`: neither decided nor committed yet."""
+
+    actor: str
+    command: str
+    checks: Sequence[Check]
+    request: WriteRequest  # its policy_epoch is filled in when the batch is decided
+    decided: bool
+
+
+class PlannedBatch:
+    """The writes World calls planned inside one :meth:`WorldCore.planning` block, in order; committed (all
+    or nothing) by :meth:`WorldCore.commit_planned` of the World that planned them, and by nothing else."""
+
+    def __init__(self, owner: object) -> None:
+        self._owner = owner
+        self._writes: list[PlannedWrite] = []
+        self._committed = False
+
+    def __len__(self) -> int:
+        return len(self._writes)
+
+    def commands(self) -> list[str]:
+        """The command of each planned write, in order."""
+        return [w.command for w in self._writes]
+
+
+class PlannedDenied(Exception):
+    """The policy denied writes of a planned batch (``denied``: write index -> the denial, every denied write
+    of the batch); nothing of the batch was committed. ``epoch``: the epoch the batch was decided under."""
+
+    def __init__(self, denied: dict[int, PolicyDenied], epoch: str | None) -> None:
+        super().__init__("; ".join(f"write {i}: {d.message}" for i, d in sorted(denied.items())))
+        self.denied = denied
+        self.epoch = epoch
+
+
 def request_hash(command: str, actor: str, request: BaseModel) -> str:
     """The identity of a request (what a retried operation id must match): sha256 of its sorted JSON."""
     body = {"command": command, "actor": actor, "request": request.model_dump(mode="json")}
@@ -90,6 +141,7 @@ class WorldCore:
         self._artifact_dir = artifact_dir
         self._denials = denials
         self._op_ids = op_ids  # the agent-facing World's: engine.world.op_ids (None: the runtime's book)
+        self._planning_now = threading.local()  # this thread's open PlannedBatch, if any
 
     @property
     def clock(self) -> Clock:
@@ -176,6 +228,62 @@ class WorldCore:
                 self._denials(actor, command, denied)
             raise
 
+    # -- planned batches ---------------------------------------------------------------------------
+
+    @contextmanager
+    def planning(self) -> Iterator[PlannedBatch]:
+        """Within this block (in this thread), World writes are planned and collected, not decided or
+        committed: each call validates, answers a known operation id from the ledger, plans (reads) and
+        returns its planned result. Policy checks a call makes outside its write (e.g. before staging an
+        artifact's bytes) are still asked at once. :meth:`commit_planned` decides and commits the batch."""
+        if getattr(self._planning_now, "batch", None) is not None:
+            raise RuntimeError("a planned batch is open in this thread already")  # a programming error
+        batch = PlannedBatch(self)
+        self._planning_now.batch = batch
+        try:
+            with self._store.read.pending_rows():  # a later write of the batch is planned on the earlier
+                yield batch
+        finally:
+            self._planning_now.batch = None
+
+    def commit_planned(self, batch: PlannedBatch) -> list[CommitOutcome]:
+        """Decide and commit ``batch`` (planned by this World) in one transaction, all or nothing.
+
+        All checks of the batch's writes go to the policy at once: one request per acting principal (and
+        task the principal acts for). A denied write commits nothing: :class:`PlannedDenied` names every
+        denied write (each denial is recorded, as a single write's is). Then the gateway commits every write
+        in one transaction (:func:`store.gateway.commit_many`: :class:`store.BatchRefused` names the write
+        that was refused and why; nothing was written). ``PolicyUnavailable`` leaves nothing written."""
+        if batch._owner is not self or batch._committed:
+            raise InvalidInput("batch", "not an uncommitted batch planned by this world")
+        writes = batch._writes
+        by_actor: dict[str, list[tuple[int, Check]]] = {}
+        for n, w in enumerate(writes):
+            if w.decided:
+                if not w.checks and self._policy.external:
+                    raise PolicyUnavailable(f"{w.command}: a write with nothing to decide: refusing")
+                by_actor.setdefault(w.actor, []).extend((n, c) for c in w.checks)
+        denied: dict[int, PolicyDenied] = {}
+        epochs: set[str | None] = set()
+        for actor, asked in by_actor.items():
+            decisions = self._policy.decide(actor, [c for _, c in asked])
+            for (n, check), decision in zip(asked, decisions, strict=True):
+                epochs.add(decision.epoch)
+                if not decision.allowed(check.action) and n not in denied:
+                    denied[n] = PolicyDenied(actor, check.action, check.kind, check.id, decision.epoch)
+        if self._policy.external and by_actor and (None in epochs or len(epochs) != 1):
+            raise PolicyUnavailable(f"the PDP answered without one policy epoch ({sorted(map(str, epochs))})")
+        epoch = next(iter(epochs)) if len(epochs) == 1 else None
+        if denied:
+            for n, refusal in sorted(denied.items()):
+                if self._denials is not None:
+                    self._denials(writes[n].actor, writes[n].command, refusal)
+            raise PlannedDenied(denied, epoch)
+        requests = [dataclasses.replace(w.request, policy_epoch=epoch) if w.decided else w.request for w in writes]
+        outcomes = self._door.commit_many(requests)
+        batch._committed = True
+        return outcomes
+
     # -- the write path ----------------------------------------------------------------------------
 
     def _replayed(self, command: str, caller: str | None, request: BaseModel, result_type: type[R],
@@ -212,10 +320,11 @@ class WorldCore:
             return stored
         now = self.clock.now_us()
         p = plan(now)
-        epoch = self._authorize(actor, p.checks, command) if decided else None
+        batch: PlannedBatch | None = getattr(self._planning_now, "batch", None)
+        epoch = self._authorize(actor, p.checks, command) if decided and batch is None else None
         cause = self._checked_cause(cause)
         event_id = event_id or self.ids.new("evt")
-        outcome = self._door.commit(WriteRequest(
+        write = WriteRequest(
             op_id=op_id or self.ids.new("op"), command=command, request_hash=digest, actor_id=actor,
             event_id=event_id, event_type=p.event_type, subject_kind=p.subject_kind,
             subject_id=p.subject_id, created_at_us=now, result=p.result.model_dump(mode="json"),
@@ -223,7 +332,20 @@ class WorldCore:
             provenance=[Provenance(self.ids.new("prv"), *edge) for edge in p.provenance],
             parent_event_id=cause.parent_event_id, causation_id=cause.causation_id,
             correlation_id=cause.correlation_id, base_version=p.base_version,
-            resulting_version=p.resulting_version, topology_version=p.topology_version, policy_epoch=epoch))
+            resulting_version=p.resulting_version, topology_version=p.topology_version, policy_epoch=epoch)
+        if batch is not None:  # planned only: decided and committed with its batch (commit_planned)
+            batch._writes.append(PlannedWrite(actor, command, p.checks, write, decided))
+            for change in p.changes:
+                if isinstance(change, Update):
+                    self._store.read.add_pending(change.table, change.key,
+                                                 {**change.values, "version": change.expected_version + 1},
+                                                 insert=False)
+                else:
+                    key = {k: change.row[k] for k in STATE_TABLE_KEYS.get(change.table, ()) if k in change.row}
+                    if key:
+                        self._store.read.add_pending(change.table, key, change.row, insert=True)
+            return p.result if isinstance(p.result, result_type) else result_type.model_validate(write.result)
+        outcome = self._door.commit(write)
         if not outcome.replayed and isinstance(p.result, result_type):
             return p.result
         return result_type.model_validate(outcome.result)  # a concurrent twin committed first
@@ -290,4 +412,4 @@ def _jsonable(values: dict[str, Any]) -> dict[str, Any]:
     return {k: v.model_dump(mode="json") if isinstance(v, BaseModel) else v for k, v in values.items()}
 
 
-__all__ = ["Cause", "Plan", "WorldCore", "request_hash"]
+__all__ = ["Cause", "Plan", "PlannedBatch", "PlannedDenied", "PlannedWrite", "WorldCore", "request_hash"]

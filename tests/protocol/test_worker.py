@@ -11,7 +11,7 @@ from engine.models.agents import Agent
 from engine.models.receipts import Outcome
 from engine.models.wakes import Wake
 from engine.protocol.adapters import AgentDecision, CallableAdapter, RuleAgent, SetState
-from engine.protocol.worker import Worker
+from engine.protocol.worker import SimulatedCrash, Worker
 from engine.world import World
 from engine.world.projection import WorldView
 from tests.conftest import add_agent, book_of
@@ -66,11 +66,8 @@ def test_a_crash_between_effect_and_ack_never_repeats_the_effect(team: World, mo
     the wake ends in exactly one receipt."""
     team.enqueue_wake("boss", "w", "count", "k3")
     first = Worker(book_of(team), "worker-1", {"w": bump("n")}, lease_seconds=5)
-
-    def die(*args: Any, **kwargs: Any) -> None:
-        raise SystemExit("worker-1 killed before its ack")
-    monkeypatch.setattr(first, "_finish", die)
-    with pytest.raises(SystemExit):
+    first.crash_before_ack = 1  # effects committed (together), the ack not: as a pre-atomic worker died
+    with pytest.raises(SimulatedCrash):
         first.run_once()
     assert team.get_state("n", actor="w").value == 1
     assert team.claim_wake("worker-2") is None  # still leased to worker-1
