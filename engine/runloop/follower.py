@@ -12,14 +12,13 @@ log positions in commit order, so none is skipped):
    follows from it;
 2. the world facts it implies are derived from its recorded row changes (:mod:`engine.runloop.world_facts`);
 3. the controller observes it; if that decided or changed anything:
-4. the decisions that are World calls (rooms, topology edges, contests, refreshes, wakes deferred by the
-   cooldown) are made by the controller agent, each under the PDP, with operation ids
-   ``ctl:<world>:<seq>:<n>``. A deferred wake (:class:`DeferWake`) is queued with ``enqueue_wake``, due at
+4. the decisions that are World calls (rooms, topology edges, contests, refreshes) are made by the
+   controller agent, each under the PDP, with operation ids ``ctl:<world>:<seq>:<n>``;
+5. the step (position, facts, wakes, suppressions, deferrals) is committed in one transaction, operation id
+   ``ctl:<world>:<seq>``. A wake the cooldown deferred (:class:`DeferWake`) is one of the step's wakes, due at
    the cooldown's end (``not_before_us``), its payload carrying the chain like any controller wake plus
    ``deferred`` (reason, until, detail, deferrals in a row): what its receipt and trace are read with. A
-   candidate that joins a deferred wake queues nothing; its decision names the wake's key;
-5. the step (position, facts, wakes, suppressions, deferrals) is committed in one transaction, operation id
-   ``ctl:<world>:<seq>``.
+   candidate that joins a deferred wake queues nothing; its decision names the wake's key.
 
 A crash anywhere leaves a state the next start resumes from: before step 5 the position is unchanged and
 the event is observed again (the same decisions, deterministically; the World calls of step 4 return
@@ -65,7 +64,7 @@ from engine.world.book import RuntimeBook
 from engine.world.controller_steps import ControllerStep, StepFact, StepWake
 from engine.world.topology import EdgeChange
 
-CONTROLLER_CAPABILITIES = ("room.open", "state.write", "topology.write", "wake.enqueue")
+CONTROLLER_CAPABILITIES = ("room.open", "state.write", "topology.write")
 # A conflict room the agents abandon is a zombie: closed once nobody is left, or after an idle hour.
 CONFLICT_ROOM_STOP = "members:0|idle:3600"
 # Runtime bookkeeping that no rule reads: observing it could only cost time (and the controller's own
@@ -242,11 +241,13 @@ class ControllerLoop:
                 stats.suppressed += 1
             elif isinstance(d, DeferWake):
                 stats.deferred += 1
-                if d.joins is None:
-                    error = self._defer(d, row, f"ctl:{self.world_id}:{seq}:{d.index}", cause)
-                    if error is not None:
-                        record["error"] = error
-                        stats.failed_followups.append(f"{seq}:{d.index}:{error}")
+                if d.joins is None:  # a join queues nothing: the deferred wake it joins runs for both
+                    wakes.append(StepWake(
+                        target_agent=d.agent, cause=d.cause, idempotency_key=d.idempotency_key, depth=d.depth,
+                        chain=d.chain, origin_us=d.origin_us, cause_event_id=row["event_id"], rule=d.rule,
+                        not_before_us=d.not_before_us,
+                        deferred={"reason": d.reason.value, "until_us": d.not_before_us, "detail": d.detail,
+                                  "deferrals": d.deferrals, "position": d.position}))
             else:
                 error = self._follow_up(d, f"ctl:{self.world_id}:{seq}:{d.index}", follow_cause)
                 if error is not None:
@@ -266,24 +267,6 @@ class ControllerLoop:
         stats.steps += 1
         stats.wakes += len(result.wake_ids)
         stats.decisions += len(decisions)
-
-    def _defer(self, d: DeferWake, row: Mapping[str, Any], op: str, cause: Cause) -> str | None:
-        """Queue the wake ``d`` defers, due at ``d.not_before_us``, as the controller agent under the PDP
-        (operation id ``op``: a replay after a crash returns the wake queued then; the key is the
-        decision's ``idempotency_key``, which finds it). Its payload is what a controller wake carries, plus
-        ``deferred``. Returns the error code if the World refused it."""
-        payload: dict[str, Any] = {
-            "depth": d.depth, "chain": d.chain, "origin_us": d.origin_us, "rule": d.rule,
-            "deferred": {"reason": d.reason.value, "until_us": d.not_before_us, "detail": d.detail,
-                         "deferrals": d.deferrals, "position": d.position}}
-        try:
-            self.world.enqueue_wake(self.actor, d.agent, d.cause, d.idempotency_key, not_before_us=d.not_before_us,
-                                    payload=payload, cause_event_id=row["event_id"], op_id=op, causation=cause)
-        except (PolicyUnavailable, PolicyEpochChanged):
-            raise  # no decision, or one under a stale epoch: the step is not committed; observed again
-        except PMWError as exc:
-            return exc.code
-        return None
 
     def _follow_up(self, d: AnyDecision, op: str, cause: Cause) -> str | None:
         """Carry out a decision that is a World call; the error code if the World refused it."""

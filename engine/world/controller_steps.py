@@ -42,6 +42,10 @@ class StepWake(Model):
     origin_us: TimeUs
     cause_event_id: Id | None = None
     rule: str
+    #: a wake the cooldown deferred: due at the cooldown's end (never before the step commits), its payload
+    #: carrying why (reason, until, detail, deferrals in a row); committed with the step like any other wake
+    not_before_us: TimeUs | None = None
+    deferred: dict[str, JsonValue] | None = None
 
 
 class StepFact(Model):
@@ -107,9 +111,13 @@ class ControllerStepCalls(WorldCore):
                 skipped.append(w.idempotency_key)  # already queued (by an earlier delivery of the same key)
                 continue
             self._row("agents", "agent", w.target_agent, agent_id=w.target_agent)
+            wake_payload: dict[str, Any] = {"depth": w.depth, "chain": w.chain, "origin_us": w.origin_us,
+                                            "rule": w.rule}
+            if w.deferred is not None:
+                wake_payload["deferred"] = w.deferred
             wake = Wake(wake_id=self.ids.new("wak"), target_agent=w.target_agent, cause=w.cause,
-                        cause_event_id=w.cause_event_id, status=WakeStatus.PENDING, not_before_us=now,
-                        payload={"depth": w.depth, "chain": w.chain, "origin_us": w.origin_us, "rule": w.rule},
+                        cause_event_id=w.cause_event_id, status=WakeStatus.PENDING,
+                        not_before_us=max(now, w.not_before_us or now), payload=wake_payload,
                         idempotency_key=w.idempotency_key, attempts=0, created_at_us=now, updated_at_us=now,
                         version=1)
             changes.append(Insert("wakes", wake.model_dump(mode="json"), "wake", w.idempotency_key))

@@ -42,7 +42,7 @@ from typing import Any
 
 import pytest
 
-from engine.controller.decisions import AnyDecision, WakeTarget
+from engine.controller.decisions import AnyDecision, DeferWake, WakeTarget
 from engine.controller.facts import Fact
 from engine.policy.cerbos_adapter import CerbosPdp
 from engine.policy.pdp_process import ManagedPdp
@@ -167,7 +167,7 @@ class Replay(ControllerLoop):
         for d in decisions:
             record: dict[str, Any] = {"kind": d.kind, "rule": d.rule, **d.signature()}
             record.pop("world", None)
-            if isinstance(d, WakeTarget):
+            if isinstance(d, WakeTarget) or (isinstance(d, DeferWake) and d.joins is None):  # a deferred wake too
                 assert d.idempotency_key not in self.wake_keys, d
                 self.wake_keys[d.idempotency_key] = seq
             records.append(record)
