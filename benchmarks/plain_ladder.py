@@ -7,12 +7,15 @@ envelope as :meth:`engine.controller.Controller.observe_step`: the event is vali
 turned into the event fact (``event_fact``), world-fact upserts are validated (``validate_fact``), expired
 controller facts are retracted lazily, the wake-targeting rules of ``rules/wake_targeting.yaml`` and the
 epistemic lease of ``rules/epistemic_lease.yaml`` are applied with dict indexes, every decision is a
-pydantic model (``WakeTarget``, ``Suppress``, ``ForceRefresh``) with the same fields, rule names and detail
-texts, and the step reports the net fact changes as a ``Step`` with ``FactChanges``.
+pydantic model (``WakeTarget``, ``DeferWake``, ``Suppress``, ``ForceRefresh``) with the same fields, rule
+names and detail texts (a wake the cooldown stops is deferred to its end, joined or suppressed, as
+``defer_wake`` does), and the step reports the net fact changes as a ``Step`` with ``FactChanges``.
 
 It is a baseline for the event mix of the benchmark, not a second controller: it implements only the rules
 that mix can fire (no topology, conflict or memory-review rules), and it checks nothing the benchmark does
-not need. The constants are read from the rule files, so a change there is followed here.
+not need. The constants are read from the rule files (:func:`storm_constants`), so a change there is
+followed here; ``PlainLadder.max_deferrals`` defaults to the file's 3 for a caller that passes only the other
+five.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from typing import Any
 import yaml
 
 from engine.controller import Step
-from engine.controller.decisions import AnyDecision, ForceRefresh, Suppress, SuppressReason, WakeTarget
+from engine.controller.actions import budget_fact, cooldown_fact, woken_fact
+from engine.controller.decisions import AnyDecision, DeferWake, ForceRefresh, Suppress, SuppressReason, WakeTarget
 from engine.controller.durable_host import FactChanges
 from engine.controller.facts import EXPIRING_KINDS, Fact, event_fact, read_event, validate_fact
 
@@ -42,19 +46,23 @@ def storm_constants(rule_dir: Path) -> dict[str, int]:
 
 @dataclass
 class PlainLadder:
-    """TTL -> depth -> per-chain dedupe -> cooldown -> budget -> allow, with logical time. It reads and
-    writes the controller facts (``woken``, ``cooldown``, ``budget``) in ``facts`` (id -> fact)."""
+    """TTL -> depth -> per-chain dedupe -> join a pending deferred wake -> budget -> defer on cooldown
+    (bounded by ``max_deferrals``, then suppress with reason ``cooldown``) -> allow, with logical time, as
+    ``tests/controller/plain_ladder.py`` orders them and ``engine.controller.actions.defer_wake`` decides
+    them. It reads and writes the controller facts (``woken``, ``cooldown``, ``budget``) in ``facts``
+    (id -> fact), built by the controller's own fact builders so the shapes are the ones it reports."""
 
     max_depth: int
     ttl_us: int
     cooldown_us: int
     budget: int
     budget_window_us: int
+    max_deferrals: int = 3
 
     def decide(self, facts: dict[str, Fact], world: str, position: int, index: int, cand: Mapping[str, Any],
                write: list[Fact]) -> AnyDecision:
-        """The decision for one wake candidate (the dict a ``wake_candidate`` fact holds); facts an allowed
-        wake records are appended to ``write`` (the caller upserts them)."""
+        """The decision for one wake candidate (the dict a ``wake_candidate`` fact holds); facts an allowed,
+        deferred or joining wake records are appended to ``write`` (the caller upserts them)."""
         target, chain, depth, now = cand["target"], cand["chain"], cand["depth"], cand["now"]
         if cand["age"] > self.ttl_us:
             return self._suppress(world, position, index, "storm_ttl", SuppressReason.TTL, cand,
@@ -67,9 +75,10 @@ class PlainLadder:
             return self._suppress(world, position, index, "storm_dedupe", SuppressReason.DEDUPE, cand,
                                   f"chain {chain} already woke {target}")
         cool = facts.get(f"cooldown:{target}")
-        if cool is not None and cool["until"] > now:
-            return self._suppress(world, position, index, "storm_cooldown", SuppressReason.COOLDOWN, cand,
-                                  f"{target} cools down until {cool['until']}")
+        if cool is not None and cool["until"] <= now:
+            cool = None
+        if cool is not None and int(cool.get("wake_at") or 0) > now:
+            return self._defer(world, position, index, "storm_cooldown_join", cand, cool, None, write)
         spent = facts.get(f"budget:{target}")
         if spent is not None and spent["until"] <= now:
             spent = None
@@ -77,18 +86,45 @@ class PlainLadder:
             return self._suppress(world, position, index, "storm_budget", SuppressReason.BUDGET, cand,
                                   f"{target} used {spent['used']} of {self.budget} wakes in the window "
                                   f"ending {spent['until']}")
+        if cool is not None:
+            rule = "storm_cooldown" if spent else "storm_cooldown_new_window"
+            return self._defer(world, position, index, rule, cand, cool, spent, write)
         used, until = (spent["used"] + 1, spent["until"]) if spent else (1, now + self.budget_window_us)
-        write.append({"id": f"woken:{chain}:{target}", "kind": "woken", "key": f"{chain}:{target}",
-                      "chain": chain, "agent": target, "until": now + self.ttl_us})
-        write.append({"id": f"budget:{target}", "kind": "budget", "key": target, "agent": target, "used": used,
-                      "until": until})
+        write.append(woken_fact(chain, target, now + self.ttl_us))
+        write.append(budget_fact(target, used, until))
         if self.cooldown_us:
-            write.append({"id": f"cooldown:{target}", "kind": "cooldown", "key": target, "agent": target,
-                          "until": now + self.cooldown_us})
+            write.append(cooldown_fact(target, now + self.cooldown_us, wake_at=now, wake_key=cand["key"]))
         rule = "allow_in_window" if spent else "allow_new_window"
         return WakeTarget(world=world, position=position, index=index, rule=f"{_STORM}/{rule}", agent=target,
                           cause=cand["cause"], idempotency_key=cand["key"], depth=depth, chain=chain,
                           origin_us=cand["origin"], source=cand["source"])
+
+    def _defer(self, world: str, position: int, index: int, rule: str, cand: Mapping[str, Any],
+               cool: Mapping[str, Any], spent: Mapping[str, Any] | None, write: list[Fact]) -> AnyDecision:
+        """The candidate's target cools down (``cool``, live): join the deferred wake that has not run yet,
+        else defer to the cooldown's end (one budget unit, ``spent``: the open window or ``None``), else
+        (``max_deferrals`` reached) suppress with reason ``cooldown``; ``defer_wake``'s three cases."""
+        target, chain, now, until = cand["target"], cand["chain"], cand["now"], cool["until"]
+        wake_at, done = int(cool.get("wake_at") or 0), int(cool.get("deferrals") or 0)
+        origin = {"world": world, "position": position, "index": index, "rule": f"{_STORM}/{rule}",
+                  "agent": target, "cause": cand["cause"], "depth": cand["depth"], "chain": chain}
+        joined = cool.get("wake_key")
+        if wake_at > now and isinstance(joined, str):
+            write.append(woken_fact(chain, target, now + self.ttl_us))
+            return DeferWake(**origin, idempotency_key=cand["key"], origin_us=cand["origin"],
+                             source=cand["source"], not_before_us=wake_at, deferrals=max(done, 1), joins=joined,
+                             detail=f"joins the wake of {target} deferred by cooldown until {wake_at}")
+        if done >= self.max_deferrals:
+            return Suppress(**origin, reason=SuppressReason.COOLDOWN, idempotency_key=cand["key"],
+                            detail=f"{target} cools down until {until} after {done} deferred wakes in a row "
+                                   f"(the limit is {self.max_deferrals})")
+        used, window = (spent["used"] + 1, spent["until"]) if spent else (1, now + self.budget_window_us)
+        write.append(woken_fact(chain, target, now + self.ttl_us))
+        write.append(budget_fact(target, used, window))
+        write.append(cooldown_fact(target, until + self.cooldown_us, wake_at=until, wake_key=cand["key"],
+                                   deferrals=done + 1))
+        return DeferWake(**origin, idempotency_key=cand["key"], origin_us=cand["origin"], source=cand["source"],
+                         not_before_us=until, deferrals=done + 1, detail=f"deferred by cooldown until {until}")
 
     @staticmethod
     def _suppress(world: str, position: int, index: int, rule: str, reason: SuppressReason,
