@@ -221,7 +221,8 @@ def make_controller(rule_dir: Path, facts: list[dict[str, Any]]) -> Controller:
 
 def make_plain(rule_dir: Path, facts: list[dict[str, Any]], *, targeting: bool) -> PlainController:
     c = storm_constants(rule_dir)
-    ladder = PlainLadder(c["max_depth"], c["ttl_us"], c["cooldown_us"], c["budget"], c["budget_window_us"])
+    ladder = PlainLadder(c["max_depth"], c["ttl_us"], c["cooldown_us"], c["budget"], c["budget_window_us"],
+                         max_deferrals=c["max_deferrals"])
     plain = PlainController(WORLD, ladder, targeting=targeting)
     plain.rebuild(facts)
     return plain

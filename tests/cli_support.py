@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 import typer.main
 import typer.testing
-from typer.testing import CliRunner, Result
+from click.testing import Result
+from typer.testing import CliRunner
 
 from engine.cli import app
 from engine.errors import PolicyUnavailable

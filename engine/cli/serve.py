@@ -1,6 +1,7 @@
 """``pmw serve`` (one long-lived owner of a world, with an HTTP API) and ``pmw login`` (a client's token)."""
 
 import ipaddress
+import math
 import signal
 import socket
 import sys
@@ -64,6 +65,9 @@ def serve(
         from engine.validation import check_id
 
         check_id("--worker-id", worker_id)  # every option is checked before the world is opened
+        for option, seconds in (("--lease-seconds", lease), ("--poll-seconds", poll)):
+            if not math.isfinite(seconds):
+                raise InvalidInput(option, f"{seconds!r} is not a number of seconds")
         if controller:
             load_rule_dir(rules or DEFAULT_RULES, ACTIONS)
         adapters = dict(load_adapter(s) for s in agents or [])

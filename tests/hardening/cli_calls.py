@@ -12,6 +12,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+import click
 import typer.main
 
 from engine.cli import app
@@ -82,19 +83,19 @@ class CliCommand:
 
 
 def _kind(param: Any) -> str | None:
-    annotation = param.type_descriptor.annotation
-    text = getattr(annotation, "__name__", str(annotation))
-    is_json = param.name in JSON_PARAMS or (param.opts and param.opts[0] == "--json")
-    if is_json and text in ("str", "Optional"):
-        return "json"
-    if "Path" in text or getattr(param, "is_flag", False) or text == "bool":
+    """The fuzz kind of a click parameter, from its click type: ``int``, ``float``, ``str`` or ``json`` (a JSON
+    text option); None for what the fuzz does not set (flags, choices, paths, files)."""
+    kind = param.type
+    if getattr(param, "is_flag", False) or isinstance(kind, click.types.BoolParamType | click.Choice | click.Path
+                                                      | click.File):
         return None
-    if text == "int":
+    if isinstance(kind, click.types.IntParamType):
         return "int"
-    if text == "float":
+    if isinstance(kind, click.types.FloatParamType):
         return "float"
-    if text in ("str", "list") or "str" in text:
-        return "str"
+    if isinstance(kind, click.types.StringParamType):
+        is_json = param.name in JSON_PARAMS or (param.opts and param.opts[0] == "--json")
+        return "json" if is_json else "str"
     return None
 
 
