@@ -16,11 +16,12 @@ from types import TracebackType
 
 from pydantic import Field
 
-from engine.errors import InvalidInput, NotFound, PolicyUnavailable
+from engine.errors import InvalidInput, PolicyUnavailable
 from engine.models.common import Model
 from engine.policy import governance
-from engine.policy.attributes import principal, resource
+from engine.policy.attributes import resource
 from engine.policy.cerbos_adapter import CerbosPdp
+from engine.policy.decision_inputs import decision_inputs
 from engine.policy.deployment import CURRENT, serving_deployment
 from engine.policy.enforcement import PdpAuthorizer, provisional_principal
 from engine.policy.model import ACTIONS
@@ -30,7 +31,6 @@ from engine.settings import Settings, load_settings
 from engine.sources import Clock, IdSource, SystemClock
 from engine.world import RevocationReport, World
 from engine.world.book import RuntimeBook
-from engine.world.permissions import OBJECT_TABLES
 from engine.world.policy_epochs import RUNTIME_ACTOR
 from store import Store
 
@@ -202,18 +202,7 @@ class Runtime:
         if action not in ACTIONS.get(kind, {}):
             raise InvalidInput("action", f"{kind!r} has no action {action!r}; kinds and actions: "
                                "docs/policy-contract.md")
-        read = self.store.read
-        agent = read.get("agents", agent_id=principal_id)
-        if agent is None:
-            raise NotFound("agent", principal_id)
-        row = None
-        if kind in OBJECT_TABLES:
-            table, key = OBJECT_TABLES[kind]
-            row = read.get(table, **{key: ident})
-            if row is None:
-                raise NotFound(kind, ident)
-        res = resource(kind, ident, row)
-        p = principal(read, agent, task_id=str(res.attr.get("task_id") or ""))
+        p, res = decision_inputs(self.store.read, principal_id, kind, ident)
         decision = self.pdp.check(p, [(res, [action])])[0]
         return Explanation(principal=principal_id, kind=kind, id=ident, action=action,
                            allowed=decision.allowed(action), policy_epoch=decision.epoch,
