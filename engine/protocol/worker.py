@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -210,11 +211,13 @@ class WakeProtocol:
         ``verdicts``: every effect's, listed by the receipt (``payload.effects``) and the trace."""
         shown = shown or Shown([], 0)
         listed = [v.as_json() for v in verdicts] if verdicts else []
+        deferred = wake.payload.get("deferred")  # a wake the cooldown deferred says so on its receipt and trace
+        said: dict[str, Any] = {"deferred": deferred} if isinstance(deferred, dict) else {}
         trace = TraceBody(
             worker_id=self.worker_id, retrieved_refs=shown.retrieved[:MAX_TRACE_REFS],
             tools=[e.effect for e in decided.effects] if decided else [],
             decisions=[{"decision": decided.decision.value, "reason": decided.reason,
-                        "effects": len(decided.effects), **({"verdicts": listed} if listed else {})}]
+                        "effects": len(decided.effects), **({"verdicts": listed} if listed else {}), **said}]
             if decided else [],
             commits=refs or [], started_at_us=started, result=reason,
             cost={"context_items": len(shown.retrieved), "context_bytes": shown.context_bytes,
@@ -223,7 +226,7 @@ class WakeProtocol:
             self.worker_id, wake.wake_id, (decided.decision if decided else Decision.NO_ACTION).value,
             outcome=outcome.value, reason=reason, action_refs=refs or [], op_id=f"{wake.wake_id}:ack",
             observed_state_version=wake.base_state_version, trace=trace,
-            payload={"effects": listed} if listed else {})
+            payload={**({"effects": listed} if listed else {}), **said})
         return Cycle(wake=wake, decision=decided, receipt=receipt)
 
 

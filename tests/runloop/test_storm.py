@@ -98,7 +98,10 @@ def test_a_wake_stopped_by_the_cooldown_runs_once_at_the_cooldowns_end(tmp_path:
     assert clock.now_us() == end
     receipt = world.receipt_for_wake(deferred.wake_id, actor="gov")
     assert receipt.outcome.value == "acted" and receipt.created_at_us >= end
-    assert world.get_trace(deferred.wake_id, actor="gov").started_at_us >= end
+    assert receipt.payload["deferred"] == deferred.payload["deferred"]  # the receipt says it was deferred, and why
+    ran_trace = world.get_trace(deferred.wake_id, actor="gov")
+    assert ran_trace.started_at_us >= end
+    assert ran_trace.decisions[0]["deferred"]["detail"] == f"deferred by cooldown until {end}"
     wakes = world.list_wakes(actor="gov", target_agent="b")
     assert len(wakes) == 2 and all(w.status.value == "acked" for w in wakes)  # two candidates, one deferred wake
     again = runner.run_until_quiet(max_rounds=20, advance_clock=True)
