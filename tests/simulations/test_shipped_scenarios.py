@@ -137,8 +137,16 @@ def test_blind_answers_are_unseen_until_the_last_commit_reveals_all(shipped: Shi
     assert [e["payload"]["revealed"] for e in answered] == [[], [], ["ann", "ben", "cy"]]
     answers = {c["values"]["memory_id"] for e in answered for c in e["changes"]
                if c.get("table") == "memory" and c.get("op") == "insert"}
-    for t in traces(result):  # every member ran before the reveal: none was shown any answer
+    revealed_at = answered[-1]["created_at_us"]
+    before = [t for t in traces(result) if t["started_at_us"] < revealed_at]
+    assert sorted(t["agent_id"] for t in before) == ["ann", "ben", "cy"]  # each member answered blind ...
+    for t in before:  # ... and no run before the reveal was shown any answer
         assert not answers & {r.removeprefix("memory:") for r in t["retrieved_refs"]}, t["agent_id"]
+    # a room wake the cooldown deferred runs after the reveal, and may see the answers then
+    queued = [c["values"] for e in events(result) for c in e["changes"]
+              if c.get("table") == "wakes" and c.get("op") == "insert"]
+    ran_blind = {t["trace_id"] for t in before}  # a trace is keyed by its wake
+    assert all("deferred" in w["payload"] for w in queued if w["wake_id"] not in ran_blind)
 
 
 def test_joining_a_room_shares_its_memory_but_no_secret_and_no_authority(shipped: Shipped) -> None:
