@@ -9,12 +9,30 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import JSON, Boolean, Connection, Table, and_, func, or_, select
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    ColumnElement,
+    Connection,
+    Integer,
+    String,
+    Table,
+    and_,
+    bindparam,
+    func,
+    not_,
+    or_,
+    select,
+    true,
+)
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DatabaseError
 
 from engine.errors import InvalidInput, StoreUnavailable
@@ -36,6 +54,28 @@ from store.schema import (
 )
 
 Row = dict[str, Any]
+
+SECTION_SQL_CAPACITY = 512  # compiled projection queries kept per reader (one per plan and query shape)
+
+
+@dataclass(frozen=True)
+class Near:
+    """The rows of a projected section an agent is close to, as one OR of SQL conditions: ``agent`` (a task
+    it owns or is assigned, a state entry it last wrote), ``ids`` (primary keys) and ``key_contains`` (state
+    keys containing one of these: SQL ``LIKE``, so on SQLite a superset, case-insensitive, of Python's
+    ``in``). Rows outside :class:`Near` are the ones whose scores differ only by recency."""
+
+    agent: str | None = None
+    ids: tuple[str, ...] = ()
+    key_contains: tuple[str, ...] = ()
+
+    def shape(self) -> tuple[bool, int, int]:
+        return self.agent is not None, len(self.ids), len(self.key_contains)
+
+
+# the columns an agent is "near" in each scored kind (mirrors the features of engine/world/projection.py)
+_NEAR_AGENT_COLUMNS: dict[str, tuple[str, ...]] = {"task": ("owner_agent", "assignee"), "state": ("updated_by",)}
+_TERMINAL_MEMORY = ("revoked", "rejected")  # memory no view shows (nor expired memory)
 
 
 def _table(name: str) -> Table:
@@ -75,6 +115,9 @@ class Reader:
     def __init__(self, db: Database) -> None:
         self._db = db
         self._gets: dict[tuple[str, tuple[str, ...]], tuple[str, list[tuple[str, Any]]]] = {}
+        self._sections: OrderedDict[tuple[Any, ...], tuple[str, dict[str, Any], dict[str, Any],
+                                                            list[tuple[str, Any]]]] = OrderedDict()
+        self._sections_lock = threading.Lock()
         self._pending = threading.local()  # this thread's planned, uncommitted rows (see pending_rows)
 
     @contextmanager
@@ -306,6 +349,102 @@ class Reader:
         with self._conn(_fields(where, limit)) as conn:
             return [dict(r) for r in conn.execute(stmt).mappings()]
 
+    def section_floor(self, kind: str, plan: PlanFilter, limit: int) -> int | None:
+        """The ``updated_at_us`` of the ``limit``-th newest row of ``kind`` that ``plan`` allows (terminal
+        rows included), or ``None`` when fewer rows exist: a projection's candidate window is the rows at
+        least that new. One indexed query on the driver cursor (SQL compiled once per plan).
+        Raises :class:`~store.plan_sql.UntranslatablePlan` when the plan cannot be expressed in SQL."""
+        rows = self._section_query(kind, plan, ("floor",), lambda t: select(t.c.updated_at_us).where(
+            plan_clause(kind, plan)).order_by(t.c.updated_at_us.desc()).limit(1).offset(
+            bindparam("offset", 0, Integer)), {"offset": max(0, limit - 1)}, raw=True)
+        return int(rows[0][0]) if rows else None
+
+    def section_rows(self, kind: str, plan: PlanFilter, where: Mapping[str, Any] | None = None, *,
+                     since_us: int | None = None, near: Near | None = None, far: Near | None = None,
+                     live_at_us: int | None = None, order_by: Sequence[str] = ("updated_at_us",),
+                     descending: bool = True, limit: int, offset: int = 0) -> list[Row]:
+        """The rows of ``kind`` a projection section reads, in one query on the driver cursor whose SQL is
+        compiled once per (plan, shape of the filters) and reused: allowed by ``plan``; matching the
+        equality filters ``where`` (a list or tuple means IN); at least as new as ``since_us``; inside
+        ``near`` or outside ``far`` (:class:`Near`); for memory, with ``live_at_us``, neither revoked,
+        rejected nor expired at that time. Ordered by ``order_by`` (descending if asked), then by primary key
+        ascending; ``limit`` rows from ``offset``. Rows are the column dicts :meth:`rows` would return.
+        Raises :class:`~store.plan_sql.UntranslatablePlan` when the plan cannot be expressed in SQL."""
+        where = dict(where or {})
+        values: dict[str, Any] = {"limit": limit, "offset": offset}
+        eq_shape = tuple((k, len(v) if isinstance(v, list | tuple) else -1) for k, v in where.items())
+        for n, v in enumerate(where.values()):
+            values.update({f"w{n}_{i}": x for i, x in enumerate(v)} if isinstance(v, list | tuple) else {f"w{n}": v})
+        for prefix, filt in (("n", near), ("f", far)):
+            if filt is not None:
+                values.update(_near_values(prefix, filt))
+        if since_us is not None:
+            values["since"] = since_us
+        if live_at_us is not None:
+            values["now"] = live_at_us
+        shape = ("rows", eq_shape, since_us is not None, near and near.shape(), far and far.shape(),
+                 live_at_us is not None, tuple(order_by), descending)
+
+        def build(t: Table) -> Any:
+            clauses: list[ColumnElement[bool]] = [plan_clause(kind, plan)]
+            for n, (k, size) in enumerate(eq_shape):
+                clauses.append(t.c[k].in_([bindparam(f"w{n}_{i}", "", t.c[k].type) for i in range(size)])
+                               if size >= 0 else t.c[k] == bindparam(f"w{n}", "", t.c[k].type))
+            if since_us is not None:
+                clauses.append(t.c.updated_at_us >= bindparam("since", 0, t.c.updated_at_us.type))
+            if near is not None:
+                clauses.append(_near_clause(kind, t, "n", near))
+            if far is not None:
+                clauses.append(not_(_near_clause(kind, t, "f", far)))
+            if live_at_us is not None:
+                clauses.append(and_(t.c.status.not_in(list(_TERMINAL_MEMORY)), or_(
+                    t.c.expires_at_us.is_(None), t.c.expires_at_us > bindparam("now", 0, t.c.expires_at_us.type))))
+            order = [t.c[c].desc() if descending else t.c[c] for c in order_by]
+            order += [t.c[c] for c in primary_key(t) if c not in order_by]
+            return select(t).where(*clauses).order_by(*order).limit(bindparam("limit", 1, Integer)).offset(
+                bindparam("offset", 0, Integer))
+
+        return self._section_query(kind, plan, shape, build, values)
+
+    def _section_query(self, kind: str, plan: PlanFilter, shape: tuple[Any, ...], build: Any,
+                       values: Mapping[str, Any], *, raw: bool = False) -> list[Any]:
+        """Run a projection query: compiled once per (kind, plan, shape), on the driver cursor."""
+        key = (kind, orjson.dumps(plan.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS), shape)
+        with self._sections_lock:
+            cached = self._sections.get(key)
+            if cached is not None:
+                self._sections.move_to_end(key)
+        if cached is None:
+            t = table_of(kind)
+            dialect: Any = sqlite.dialect(paramstyle="named")
+            if self._db.dialect == "postgresql":
+                dialect = postgresql.psycopg.dialect()  # type: ignore[no-untyped-call]
+            compiled = build(t).compile(dialect=dialect, compile_kwargs={"render_postcompile": True})
+            processors: dict[str, Any] = dict(compiled._bind_processors)  # e.g. a JSON path as the dialect binds it
+            constants = {k: processors.pop(k)(v) if k in processors and k not in values else v
+                         for k, v in compiled.params.items()}
+            cached = (str(compiled), constants, processors,
+                      [(c.name, _decoder(c.type, self._db.dialect)) for c in t.columns])
+            with self._sections_lock:
+                self._sections[key] = cached
+                while len(self._sections) > SECTION_SQL_CAPACITY:
+                    self._sections.popitem(last=False)
+        sql, constants, processors, decoders = cached
+        params = {**constants, **{k: processors[k](v) if k in processors else v for k, v in values.items()}}
+        try:
+            with self._db.read_cursor() as cur:
+                cur.execute(sql, params)
+                found = cur.fetchall()
+        except (OverflowError, UnicodeEncodeError, self._db.database_error) as exc:
+            if (refused := self._refused(exc, ", ".join(values) or kind)) is not None:
+                raise refused from exc
+            if not isinstance(exc, self._db.database_error):
+                raise
+            raise StoreUnavailable(str(exc)) from exc
+        if raw:
+            return list(found)
+        return [{name: decode(value) for (name, decode), value in zip(decoders, row, strict=True)} for row in found]
+
     def principal_inputs(self, agent_id: str) -> tuple[Row | None, list[Row], list[str]]:
         """What a policy principal is built from, in one read on the driver cursor: the agent row, its
         accepted handoffs (task id and authority scope) and the rooms it is an active member of."""
@@ -349,6 +488,28 @@ class Reader:
         return dict(row) if row is not None else None
 
 
+def _near_values(prefix: str, near: Near) -> dict[str, Any]:
+    values: dict[str, Any] = {f"{prefix}a": near.agent} if near.agent is not None else {}
+    values.update({f"{prefix}i{i}": x for i, x in enumerate(near.ids)})
+    values.update({f"{prefix}k{i}": "%" + x.replace("/", "//").replace("%", "/%").replace("_", "/_") + "%"
+                   for i, x in enumerate(near.key_contains)})
+    return values
+
+
+def _near_clause(kind: str, t: Table, prefix: str, near: Near) -> ColumnElement[bool]:
+    """``near`` as one SQL condition that is never NULL (a NULL column compares as the empty string)."""
+    terms: list[ColumnElement[bool]] = []
+    if near.agent is not None:
+        terms += [func.coalesce(t.c[c], "") == bindparam(f"{prefix}a", "", String) for c in _NEAR_AGENT_COLUMNS[kind]]
+    if near.ids:
+        (pk,) = primary_key(t)
+        terms.append(t.c[pk].in_([bindparam(f"{prefix}i{i}", "", String) for i in range(len(near.ids))]))
+    if near.key_contains:
+        terms += [t.c.key.like(bindparam(f"{prefix}k{i}", "", String), escape="/")
+                  for i in range(len(near.key_contains))]
+    return or_(*terms) if terms else not_(true())
+
+
 def _counts_and_versions() -> Any:
     columns = []
     for t in TABLES.values():
@@ -367,4 +528,4 @@ def _fields(where: Mapping[str, Any] | None, limit: int | None) -> str:
     return ", ".join([*(where or {}), *(["limit"] if limit is not None else [])]) or "query"
 
 
-__all__ = ["Reader", "Row"]
+__all__ = ["SECTION_SQL_CAPACITY", "Near", "Reader", "Row"]
