@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import Field, ValidationError
 
@@ -33,6 +33,8 @@ from engine.world.core import WorldCore
 from store import STATE_TABLE_KEYS
 from store.plan_sql import UntranslatablePlan
 from store.reads import Near, Reader, Row
+
+R = TypeVar("R", bound=Model)
 
 DEFAULT_BUDGET = 200
 MAX_BUDGET = 10_000
@@ -141,13 +143,12 @@ class ProjectionCalls(WorldCore):
                                              far_state.at(now))
         kept_state = [StateEntry.model_validate(r)
                       for r in self._keep(state_rows, size, w, scores, state_features, "key")]
-        handoffs = self._list(Handoff, "handoffs", "handoff", agent_id,
-                              {"target_agent": agent_id, "status": ["pending", "accepted"]}, limit=size, plans=plans)
-        rooms = self._list(Room, "rooms", "room", agent_id, {"room_id": room_ids}, limit=size,
-                           plans=plans) if room_ids else []
-        artifacts = self._list(Artifact, "artifacts", "artifact", agent_id, {"task_id": sorted(focus)},
-                               order_by=("updated_at_us",), descending=True, limit=size,
-                               plans=plans) if focus else []  # what the registry holds for the work at hand
+        handoffs = self._listed(Handoff, "handoffs", "handoff", agent_id, {"target_agent": agent_id, "status": [
+            "pending", "accepted"]}, ("handoff_id",), False, size, plans)
+        rooms = self._listed(Room, "rooms", "room", agent_id, {"room_id": room_ids}, ("room_id",), False, size,
+                             plans) if room_ids else []
+        artifacts = self._listed(Artifact, "artifacts", "artifact", agent_id, {"task_id": sorted(focus)},
+                                 ("updated_at_us",), True, size, plans) if focus else []  # the work at hand's
         return WorldView(
             agent=agent, world_position=position, topology_version=read.topology_version(), budget=size,
             widened=widened, tasks=kept_tasks, state=kept_state,
@@ -162,6 +163,25 @@ class ProjectionCalls(WorldCore):
         row = self._store.read.get("agents", agent_id=actor)
         if row is None or row["role_id"] != GOVERNOR_ROLE:
             raise NotPermitted(actor, "view", "agent", agent_id, "only the agent itself or a governor sees its view")
+
+    def _listed(self, model: type[R], table: str, kind: str, agent_id: str, where: dict[str, Any],
+                order_by: tuple[str, ...], descending: bool, limit: int,
+                plans: Mapping[str, PlanFilter | None] | None) -> list[R]:
+        """What ``World._list`` answers for an unscored section (every row it reads is shown), read with
+        the projection's compiled SQL; ``World._list`` itself where the plan cannot be SQL."""
+        if not self._policy.external:
+            plan: PlanFilter | None = _ALL
+        else:
+            plan = plans[kind] if plans is not None and kind in plans else self._policy.plan(agent_id, kind, "read")
+        if plan is None:
+            return []
+        try:
+            rows = self._store.read.section_rows(kind, plan, where, order_by=order_by, descending=descending,
+                                                 limit=limit)
+        except UntranslatablePlan:
+            return self._list(model, table, kind, agent_id, where, order_by=order_by if descending else (),
+                              descending=descending, limit=limit, plans=plans)
+        return [model.model_validate(r) for r in rows]
 
     def _window(self, kind: str, table: str, agent_id: str, limit: int,
                 plans: Mapping[str, PlanFilter | None] | None) -> _Window:

@@ -124,7 +124,7 @@ class Made:
         self.memory: list[str] = []
         self.rooms: list[str] = []
         self.handoffs: list[str] = []
-        self.keys: list[str] = []
+        self.artifacts: list[str] = []
 
 
 def _pick(ids: list[str], n: int) -> str | None:
@@ -136,6 +136,9 @@ def _step(w: World, made: Made, what: str, who: int, other: int, n: int) -> None
     actor, peer = AGENTS[who % 3], AGENTS[other % 3]
     task, mem, room, handoff = (_pick(made.tasks, n), _pick(made.memory, n), _pick(made.rooms, n),
                                 _pick(made.handoffs, n))
+    row = w._store.read.get("tasks", task_id=task) if task and n % 3 else None
+    if row is not None and row["assignee"] and what in ("claim", "complete", "fail"):
+        actor = row["assignee"]  # most finishing calls by the one who may make them: every status is reached
     try:
         if what == "task":
             deps = [d for d in (_pick(made.tasks, n), _pick(made.tasks, n + 3)) if d is not None]
@@ -167,7 +170,7 @@ def _step(w: World, made: Made, what: str, who: int, other: int, n: int) -> None
             else:
                 getattr(w, f"{what}_memory")(actor, mem)
         elif what in ("reject", "reopen", "revoke") and mem:
-            getattr(w, f"{what}_memory")(actor, mem, "because")
+            getattr(w, f"{what}_memory")("gov" if n % 2 else actor, mem, "because")
         elif what == "state":
             key = (f"progress/{task}" if task and n % 2 else f"note/{n % 5}")
             current = w._store.read.get("state_entries", key=key)
@@ -180,6 +183,11 @@ def _step(w: World, made: Made, what: str, who: int, other: int, n: int) -> None
             w.leave_room(actor, room)
         elif what == "handoff" and task and actor != peer:
             made.handoffs.append(w.create_handoff(actor, peer, task, f"take {n}").handoff_id)
+        elif what == "artifact" and task:
+            made.artifacts.append(w.register_artifact(actor, "doc", f"bytes {n}".encode(),
+                                                      task_id=task).artifact_id)
+        elif what == "artifact_version" and (art := _pick(made.artifacts, n)):
+            w.new_artifact_version(actor, art, f"more {n}".encode())
         elif what == "accept" and handoff:
             w.accept_handoff(actor, handoff)
         elif what == "reject_handoff" and handoff:
@@ -192,7 +200,8 @@ def _step(w: World, made: Made, what: str, who: int, other: int, n: int) -> None
 
 STEPS = ("task",) * 7 + ("assign", "claim", "claim", "claim", "complete", "complete", "fail", "abort") \
     + ("memory",) * 6 + ("propose", "review", "promote", "archive", "supersede", "reject", "reopen", "revoke") \
-    + ("state",) * 5 + ("room", "close_room", "leave", "handoff", "accept", "reject_handoff", "complete_handoff")
+    + ("state",) * 5 + ("room", "close_room", "leave", "handoff", "accept", "reject_handoff", "complete_handoff") \
+    + ("artifact", "artifact", "artifact_version")
 STEP = st.tuples(st.sampled_from(STEPS), st.integers(0, 2), st.integers(0, 2), st.integers(0, 50),
                  st.integers(1, 3_000_000))
 VIEW = st.tuples(st.integers(0, 2), st.booleans(), st.integers(1, 4), st.integers(-1, 20),
@@ -247,7 +256,7 @@ def test_the_projection_shows_what_the_reference_showed_on_sqlite(
         close_world(w)
 
 
-def _busy_steps(seed: int = 5, count: int = 220) -> list[tuple[str, int, int, int, int]]:
+def _busy_steps(seed: int = 6, count: int = 260) -> list[tuple[str, int, int, int, int]]:
     """A fixed random history: every kind of object, in every status, far more of each than small budgets read."""
     rng = random.Random(seed)
     return [(rng.choice(STEPS), rng.randrange(3), rng.randrange(3), rng.randrange(51), rng.randrange(1, 400_000))
@@ -277,7 +286,7 @@ def test_the_projection_shows_what_the_reference_showed_on_postgresql(pg_world: 
 
 def test_the_windows_overflow_and_terminal_objects_are_among_the_newest(pdp_client: Any, tmp_path: Path) -> None:
     """The property above is not vacuous: in a world like its examples, the reference's windows are full
-    (more candidates than ``budget * 8``) and hold done tasks and revoked memory, yet both views agree."""
+    (more candidates than ``budget * 8``) and hold finished tasks and revoked memory, yet both views agree."""
     clock = ManualClock()
     w = open_pdp_world(f"sqlite:///{tmp_path / 'w.db'}", pdp_client, tmp_path / "artifacts", clock=clock)
     try:
@@ -286,6 +295,9 @@ def test_the_windows_overflow_and_terminal_objects_are_among_the_newest(pdp_clie
         memory = w._store.read.rows("memory")
         assert len(tasks) > 8 and {"completed", "failed", "aborted"} & {t["status"] for t in tasks}
         assert any(m["status"] in ("revoked", "rejected") for m in memory)
+        handoffs = {h["status"] for h in w._store.read.rows("handoffs")}
+        assert w._store.read.rows("artifacts") and {"pending", "accepted"} & handoffs and {
+            "completed", "rejected"} & handoffs
         assert _compare(w, BUSY_VIEWS) == len(BUSY_VIEWS)
     finally:
         close_world(w)
