@@ -21,8 +21,9 @@ its PID on exit). Measured in the same child:
 4. **metrics**: :func:`simulations.metrics.compute_metrics` over the whole log (one pass).
 
 Peak memory is the child's peak RSS (``ru_maxrss``; the PDP is another process). A child that passes
-``--deadline-min`` stops at its next checkpoint and reports how far it got. Targets (issue 5): cost per
-event grows by at most 1.2x from the smallest size to the largest; peak memory under 300 MB. This is a
+``--deadline-min`` stops at its next checkpoint and reports how far it got (its cost per event is then
+that of the part it played). Targets (issues 5 and 12): cost per event grows by at most 1.2x from the
+smallest size to the largest (10k to 100k events at 1,000 agents); peak memory under 300 MB. This is a
 benchmark, not a test: it never fails on a missed target.
 """
 
