@@ -282,6 +282,7 @@ class ManagedPdp:
         self.address: PdpAddress | None = None
         self._ports: tuple[int, int] | None = None
         self._password = secrets.token_urlsafe(24)
+        self._password_hash: bytes | None = None
         self._lock = threading.RLock()
         self._stopped = True
 
@@ -314,7 +315,9 @@ class ManagedPdp:
             f.write(f"{os.getpid()} {_start_ticks(os.getpid())}\n")
 
     def _write_config(self, grpc_port: int, http_port: int, password: str) -> Path:
-        digest = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=10))
+        if self._password_hash is None:  # hashed once per ManagedPdp: a restart is not slowed by bcrypt
+            self._password_hash = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=10))
+        digest = self._password_hash
         config = _CONFIG.format(http=http_port, grpc=grpc_port, policies=self.policy_dir,
                                 password_hash=base64.b64encode(digest).decode(),
                                 audit_enabled="true" if self.audit_path else "false",
