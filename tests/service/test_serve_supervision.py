@@ -78,6 +78,7 @@ def test_ten_pdp_kills_under_a_running_server(served: Served, read: Reader) -> N
         assert during == [], f"written while no PDP existed (kill {round_ + 1}): {during}"
 
     assert served.health()["pdp"]["restarts"] == KILLS
+    print("PDP back after SIGKILL (s):", " ".join(f"{t:.2f}" for t in took))  # shown with pytest -s
 
     def receipts() -> list[str]:
         return [r["wake_id"] for r in read.rows("receipts") if r["wake_id"] in set(wake_ids)]
