@@ -61,15 +61,22 @@ def bearer(request: Request) -> str | None:
     return token.strip() if scheme.lower() == "bearer" else ""
 
 
-async def arguments_of(request: Request) -> tuple[dict[str, Any], list[Any]]:
-    """The request's ``{"arguments": {...}, "positional": [...]}`` (both optional; an empty body: no
-    arguments); bad JSON is ``InvalidInput``."""
+async def body_of(request: Request) -> bytes:
+    """The request's body, refused (``PayloadTooLarge``) over :data:`MAX_BODY_BYTES` from its
+    ``Content-Length`` before a byte is read, and again by what arrived. Nothing is parsed here: a body is
+    parsed only once its token has been checked (:func:`arguments_of`)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise PayloadTooLarge("body", int(declared), MAX_BODY_BYTES)
     raw = await request.body()
     if len(raw) > MAX_BODY_BYTES:
         raise PayloadTooLarge("body", len(raw), MAX_BODY_BYTES)
+    return raw
+
+
+def arguments_of(raw: bytes) -> tuple[dict[str, Any], list[Any]]:
+    """A body's ``{"arguments": {...}, "positional": [...]}`` (both optional; an empty body: no arguments);
+    bad JSON is ``InvalidInput``."""
     if not raw.strip():
         return {}, []
     try:
@@ -132,30 +139,36 @@ def build_app(service: Service) -> FastAPI:
     @app.post("/v1/world/{call}")
     async def world_call(call: str, request: Request) -> Response:
         spec = spec_of(WORLD_CALLS, "world", call)
-        arguments, positional = await arguments_of(request)
+        raw = await body_of(request)
         world = service.runtime.world
-        return await served(request, lambda p: invoke(world, spec, bind(spec, p, arguments, positional,
-                                                                         target=world)))
+
+        def call_world(p: TokenPrincipal) -> Any:
+            arguments, positional = arguments_of(raw)
+            return invoke(world, spec, bind(spec, p, arguments, positional, target=world))
+        return await served(request, call_world)
 
     @app.post("/v1/governance/{call}")
     async def governance_call(call: str, request: Request) -> Response:
         spec = spec_of(service.governance_calls, "governance", call)
-        arguments, positional = await arguments_of(request)
+        raw = await body_of(request)
         facade = service.governance
-        return await served(request, lambda p: invoke(facade, spec, bind(spec, p, arguments, positional,
-                                                                          target=facade)))
+
+        def call_governance(p: TokenPrincipal) -> Any:
+            arguments, positional = arguments_of(raw)
+            return invoke(facade, spec, bind(spec, p, arguments, positional, target=facade))
+        return await served(request, call_governance)
 
     @app.post("/v1/wakes/pull")
     async def pull(request: Request) -> Response:
-        arguments, _ = await arguments_of(request)
+        raw = await body_of(request)
         spec = CallSpec("pull", True, ())
-        return await served(request, lambda p: service.pull(p, bind(spec, p, arguments)))
+        return await served(request, lambda p: service.pull(p, bind(spec, p, arguments_of(raw)[0])))
 
     @app.post("/v1/wakes/{wake_id}/decision")
     async def decision(wake_id: str, request: Request) -> Response:
-        arguments, _ = await arguments_of(request)
+        raw = await body_of(request)
         spec = CallSpec("decide", True, ())
-        return await served(request, lambda p: service.decide(p, wake_id, bind(spec, p, arguments)))
+        return await served(request, lambda p: service.decide(p, wake_id, bind(spec, p, arguments_of(raw)[0])))
 
     @app.exception_handler(404)
     async def not_found(_request: Request, _exc: Exception) -> Response:

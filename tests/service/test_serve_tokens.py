@@ -176,3 +176,11 @@ def test_a_foreign_host_header_and_an_oversize_body_are_refused(served: Served, 
     finally:
         connection.close()
     assert served.health()["status"] == "ok"
+
+
+def test_a_body_is_parsed_only_once_its_token_is_checked(served: Served, tokens: dict[str, str]) -> None:
+    deep = b"[" * 5000 + b"]" * 5000
+    got, answer = raw_post(served, "/v1/world/get_state", deep, "")  # no token: refused before any parse
+    assert (got, answer.get("code")) == (401, "unauthenticated")
+    got, answer = raw_post(served, "/v1/world/get_state", deep, tokens["alice"])  # a token: the body's fault
+    assert (got, answer.get("code")) == (400, "invalid_input")
