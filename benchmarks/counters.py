@@ -17,9 +17,11 @@ round trips at the gRPC channel. Counted, never estimated, and from outside the 
   pay nothing for it: it costs ~3.5 us a statement).
 - :class:`PdpCounter` is a gRPC client interceptor, put on the channel of a :class:`CountingPdp` (a
   :class:`~engine.policy.cerbos_adapter.CerbosPdp` whose channel goes through it). It counts every RPC, and
-  *round trips* by concurrency: RPCs in flight together (``CerbosPdp.plans`` sends its requests at once) are
-  one round trip; a round trip starts when an RPC starts with none in flight. It also sums the wall time
-  during which at least one RPC is in flight. Always on (a lock and two clock reads per RPC).
+  *round trips* by what the client asked: one per client operation (``check``, or ``plans`` sending its
+  requests at once), however the replies interleave, so a loaded machine counts the same as an idle one
+  (counting by concurrency in flight was timing-dependent: under load the first of three concurrent plans
+  could return before the third left, and a batch counted as two); an RPC sent outside any operation is a
+  round trip of its own. It also sums the wall time during which at least one RPC is in flight.
 
 Both are read as :class:`SqlCounts` / :class:`PdpCounts` snapshots; subtract two snapshots for a window.
 """
@@ -31,7 +33,7 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -41,6 +43,7 @@ from cerbos.svc.v1 import svc_pb2_grpc
 from sqlalchemy import event
 
 from engine.policy.cerbos_adapter import CerbosPdp
+from engine.policy.model import Decision, PlanFilter, PrincipalRef, ResourceRef
 from engine.policy.pdp_process import PdpAddress
 from store.database import Database
 
@@ -211,7 +214,23 @@ class PdpCounter(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc]
         self._lock = threading.Lock()
         self._in_flight = 0
         self._since = 0.0
+        self._scope = threading.local()  # depth of the client operation this thread is inside
         self.counts = PdpCounts()
+
+    @contextmanager
+    def operation(self) -> Iterator[None]:
+        """One client operation (a check, a batch of plans sent together): ONE round trip, however many RPCs
+        it sends and however their replies interleave. Counted by what the client asked, not by timing, so
+        a loaded machine counts the same as an idle one."""
+        depth = getattr(self._scope, "depth", 0)
+        if depth == 0:
+            with self._lock:
+                self.counts.round_trips += 1
+        self._scope.depth = depth + 1
+        try:
+            yield
+        finally:
+            self._scope.depth = depth
 
     def snapshot(self) -> PdpCounts:
         with self._lock:
@@ -228,7 +247,8 @@ class PdpCounter(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc]
             c.by_method[method] = c.by_method.get(method, 0) + 1
             c.checked_resources += len(getattr(request, "resources", ())) if method == "CheckResources" else 0
             if self._in_flight == 0:
-                c.round_trips += 1
+                if not getattr(self._scope, "depth", 0):  # an RPC outside any operation is its own round trip
+                    c.round_trips += 1
                 self._since = time.perf_counter()
             self._in_flight += 1
         try:
@@ -258,6 +278,15 @@ class CountingPdp(CerbosPdp):
         self._channel = grpc.intercept_channel(self._channel, counter)
         self._svc = svc_pb2_grpc.CerbosServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self._admin = svc_pb2_grpc.CerbosAdminServiceStub(self._channel)  # type: ignore[no-untyped-call]
+
+    def check(self, principal: PrincipalRef, resources: Sequence[tuple[ResourceRef, Sequence[str]]]
+              ) -> list[Decision]:
+        with self.counter.operation():
+            return super().check(principal, resources)
+
+    def plans(self, principal: PrincipalRef, asked: Sequence[tuple[str, str]]) -> list[PlanFilter]:
+        with self.counter.operation():
+            return super().plans(principal, asked)
 
 
 __all__ = ["CountingPdp", "PdpCounter", "PdpCounts", "SqlCounter", "SqlCounts", "normalized"]
