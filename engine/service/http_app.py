@@ -20,8 +20,9 @@ Calls are served one at a time (one lock around the world), which is what one SQ
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from anyio import to_thread
@@ -99,7 +100,17 @@ def arguments_of(raw: bytes) -> tuple[dict[str, Any], list[Any]]:
 
 def build_app(service: Service) -> FastAPI:
     """The application serving ``service``'s world."""
-    app = FastAPI(title="PMW", version="1", docs_url=None, redoc_url=None, openapi_url=None)
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        """Enter what the transports need while the server runs (``app.state.lifespans``: async context
+        managers' factories, entered in order and left in reverse)."""
+        async with contextlib.AsyncExitStack() as stack:
+            for enter in app.state.lifespans:
+                await stack.enter_async_context(enter())
+            yield
+
+    app = FastAPI(title="PMW", version="1", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    app.state.lifespans = []
     # DNS rebinding: a page that resolves its own name to 127.0.0.1 reaches the server with its own Host header
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(service.allowed_hosts))
     lock = threading.Lock()
