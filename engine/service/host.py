@@ -33,6 +33,7 @@ from engine.protocol.pull import ExternalAgents, Pulled
 from engine.runloop import DEFAULT_RULES, InProcessRunner, RunStats
 from engine.runtime import Runtime
 from engine.service.calls import CallSpec
+from engine.service.dispatch import Dispatcher
 from engine.service.governance import GovernanceCalls
 from engine.service.lockfile import ServeLock
 from engine.settings import Settings
@@ -88,6 +89,7 @@ class Service:
         self._stop = threading.Event()
         self._external: ExternalAgents | None = None
         self._governance: GovernanceCalls | None = None
+        self._dispatch: Dispatcher | None = None
 
     # -- what the API serves ---------------------------------------------------------------------------
 
@@ -96,6 +98,13 @@ class Service:
         if self._runtime is None:
             raise RuntimeError("the service is not started")
         return self._runtime
+
+    @property
+    def dispatch(self) -> Dispatcher:
+        """The one door of every transport's calls (``engine.service.dispatch``)."""
+        if self._dispatch is None:
+            raise RuntimeError("the service is not started")
+        return self._dispatch
 
     @property
     def governance(self) -> GovernanceCalls:
@@ -147,6 +156,7 @@ class Service:
             self._runtime = Runtime.open(self.settings, supervise=True)
             self.started_at_us = self._runtime.book.clock.now_us()
             self._governance = GovernanceCalls(self._runtime)
+            self._dispatch = Dispatcher(self._runtime)
             self._external = ExternalAgents(self._runtime.book)
             if self.controller or self.adapters:
                 self._start_runner()

@@ -15,13 +15,13 @@ Answers are ``{"result": ...}`` (JSON of the call's models). Errors are ``applic
 (RFC 9457) with PMW's stable ``code``, the CLI's ``exit_code`` and the error's fields. A request body over
 :data:`MAX_BODY_BYTES` is refused before it is parsed; JSON nested too deep or holding NaN is refused as
 the CLI refuses it. A request whose ``Host`` is not the server's own name (DNS rebinding) is refused (400).
-Calls are served one at a time (one lock around the world), which is what one SQLite writer allows anyway.
+Calls are served one at a time (``engine.service.dispatch``: one lock around the world), which is what one SQLite
+writer allows anyway.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -30,10 +30,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from engine.auth.tokens import authenticate
-from engine.errors import InvalidInput, PayloadTooLarge, PMWError, PolicyEpochChanged
+from engine.errors import InvalidInput, PayloadTooLarge, PMWError
 from engine.models.tokens import TokenPrincipal
 from engine.service.calls import WORLD_CALLS, CallSpec, bind, invoke, spec_of
+from engine.service.transports import mount_transports
 from engine.service.wire import model_name, to_wire
 from engine.validation import parse_json_text
 
@@ -113,21 +113,16 @@ def build_app(service: Service) -> FastAPI:
     app.state.lifespans = []
     # DNS rebinding: a page that resolves its own name to 127.0.0.1 reaches the server with its own Host header
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(service.allowed_hosts))
-    lock = threading.Lock()
+    dispatch = service.dispatch
 
     async def served(request: Request, work: Callable[[TokenPrincipal], Any]) -> Response:
-        """Authenticate, then run ``work`` (on a worker thread, one call at a time) and answer its result."""
+        """Authenticate, then run ``work`` (on a worker thread, one call at a time: ``engine.service.dispatch``)
+        and answer its result."""
         token = bearer(request)
 
         def run() -> Any:
-            with lock:
-                principal = authenticate(service.runtime.store.read, token, service.runtime.book.clock.now_us())
-                try:
-                    value = work(principal)
-                except PolicyEpochChanged:  # reloaded by another process: follow it, then decide again (once;
-                    service.runtime.follow_policy()  # nothing of the refused write was committed)
-                    value = work(principal)
-                return {"result": to_wire(value), "model": model_name(value)}
+            value = dispatch.run(token, work)
+            return {"result": to_wire(value), "model": model_name(value)}
         try:
             answer = await to_thread.run_sync(run)
         except PMWError as exc:
@@ -149,13 +144,12 @@ def build_app(service: Service) -> FastAPI:
 
     @app.post("/v1/world/{call}")
     async def world_call(call: str, request: Request) -> Response:
-        spec = spec_of(WORLD_CALLS, "world", call)
+        spec_of(WORLD_CALLS, "world", call)  # an unknown call is refused before the body is read
         raw = await body_of(request)
-        world = service.runtime.world
 
         def call_world(p: TokenPrincipal) -> Any:
             arguments, positional = arguments_of(raw)
-            return invoke(world, spec, bind(spec, p, arguments, positional, target=world))
+            return dispatch.world_call(p, call, arguments, positional)
         return await served(request, call_world)
 
     @app.post("/v1/governance/{call}")
@@ -180,6 +174,8 @@ def build_app(service: Service) -> FastAPI:
         raw = await body_of(request)
         spec = CallSpec("decide", True, ())
         return await served(request, lambda p: service.decide(p, wake_id, bind(spec, p, arguments_of(raw)[0])))
+
+    mount_transports(app, service)
 
     @app.exception_handler(404)
     async def not_found(_request: Request, _exc: Exception) -> Response:

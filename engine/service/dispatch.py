@@ -1,0 +1,69 @@
+"""One door for every transport: a request's token, proven, becomes the principal of one call of the World
+(or of another facade), made one at a time.
+
+Every transport of ``pmw serve`` (the ``/v1`` API, the REST resources, the MCP tools, the SSE streams) and
+``pmw mcp`` on an embedded world go through a :class:`Dispatcher`: :meth:`Dispatcher.run` authenticates the
+bearer token against the store (``engine.auth.tokens``) and runs the work under the one lock of the world,
+so that a call is decided and committed before the next begins (what one SQLite writer allows anyway). A
+write refused because another process reloaded the policy (``PolicyEpochChanged``) is decided again once,
+under the new epoch: nothing of the refused write was committed. :meth:`Dispatcher.world_call` binds a
+call's arguments with :func:`engine.service.calls.bind` (the principal forced from the token) and invokes
+it. Nothing here knows a wire format: results are the World's own models, errors its own typed errors.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from engine.auth.tokens import authenticate
+from engine.errors import PolicyEpochChanged
+from engine.models.tokens import TokenPrincipal
+from engine.service.calls import WORLD_CALLS, bind, invoke, spec_of
+
+if TYPE_CHECKING:
+    from engine.runtime import Runtime
+
+T = TypeVar("T")
+
+
+class Dispatcher:
+    """Calls of one runtime's world, one at a time, each as the principal its token proves."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.lock = threading.Lock()
+
+    def principal(self, token: str | None) -> TokenPrincipal:
+        """The principal ``token`` proves now (``Unauthenticated`` when it proves nothing). Reads only."""
+        with self.lock:
+            return self._authenticate(token)
+
+    def run(self, token: str | None, work: Callable[[TokenPrincipal], T]) -> T:
+        """Authenticate ``token``, then ``work(principal)`` under the world's lock; a write refused for a
+        policy reloaded elsewhere is decided once more under the new epoch. Blocking: call it from a worker
+        thread in async code. Errors pass unchanged (typed ``PMWError`` s)."""
+        with self.lock:
+            principal = self._authenticate(token)
+            try:
+                return work(principal)
+            except PolicyEpochChanged:
+                self.runtime.follow_policy()
+                return work(principal)
+
+    def world_call(self, principal: TokenPrincipal, name: str, arguments: Mapping[str, Any],
+                   positional: Sequence[Any] = ()) -> Any:
+        """``World.<name>`` with ``arguments`` bound for ``principal`` (``engine.service.calls``): an unknown
+        or private call is ``NotFound``; a principal parameter naming another agent ``NotPermitted``; bad
+        arguments ``InvalidInput``; all before anything is read. Call it inside :meth:`run`'s work."""
+        spec = spec_of(WORLD_CALLS, "world", name)
+        world = self.runtime.world
+        return invoke(world, spec, bind(spec, principal, arguments, positional, target=world))
+
+    def _authenticate(self, token: str | None) -> TokenPrincipal:
+        runtime = self.runtime
+        return authenticate(runtime.store.read, token, runtime.book.clock.now_us())
+
+
+__all__ = ["Dispatcher"]
