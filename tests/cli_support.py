@@ -117,6 +117,21 @@ def pdp_fixture(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
     return _SHARED[0]
 
 
+@pytest.fixture(name="db_url")
+def sqlite_db_url_fixture(tmp_path: Path) -> str:
+    """A SQLite world file of the test's own (the CLI tests run on the embedded default only: this overrides
+    the backend-parametrized ``db_url`` of tests/conftest.py where it is imported)."""
+    return f"sqlite:///{tmp_path / 'world.db'}"
+
+
+@pytest.fixture(name="pmw")
+def pmw_fixture(db_url: str, pdp: Pdp) -> Pmw:
+    """A migrated world with its governor (``gov``), under the session's PDP."""
+    cli = Pmw(db_url, pdp)
+    cli.init()
+    return cli
+
+
 # -- running pmw --------------------------------------------------------------------------------------
 
 

@@ -49,20 +49,9 @@ from tests.cli_support import (
     counts,
     invoke,
     pdp_fixture,  # noqa: F401 - the session's PDP (fixture ``pdp``)
+    pmw_fixture,  # noqa: F401 - a migrated world (fixture ``pmw``)
+    sqlite_db_url_fixture,  # noqa: F401 - a SQLite world file (fixture ``db_url``)
 )
-
-
-@pytest.fixture
-def db_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'world.db'}"
-
-
-@pytest.fixture
-def pmw(db_url: str, pdp: Pdp) -> Pmw:
-    """A migrated world with its governor (``gov``), under the session's PDP."""
-    cli = Pmw(db_url, pdp)
-    cli.init()
-    return cli
 
 
 def register(pmw: Pmw, *agents: str, **roles: str) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
 
@@ -20,20 +19,15 @@ from tests.cli_support import (
     counts,
     invoke,
     pdp_fixture,  # noqa: F401 - the session's PDP (fixture ``pdp``)
+    pmw_fixture,  # noqa: F401 - a migrated world (fixture ``pmw``)
+    sqlite_db_url_fixture,  # noqa: F401 - a SQLite world file (fixture ``db_url``)
 )
 
 
 @pytest.fixture
-def db_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'world.db'}"
-
-
-@pytest.fixture
-def pmw(db_url: str, pdp: Pdp) -> Pmw:
-    cli = Pmw(db_url, pdp)
-    cli.init()
-    cli.agents("alice", "bob")
-    return cli
+def alice_and_bob(pmw: Pmw) -> None:
+    """``alice`` and ``bob`` registered on the CLI's migrated world (tests/cli_support.py)."""
+    pmw.agents("alice", "bob")
 
 
 def _authenticate(db_url: str, token: str) -> str:
@@ -63,6 +57,7 @@ def test_init_tells_a_human_the_token_is_shown_once(db_url: str, pdp: Pdp) -> No
     assert "shown only this once" in result.stderr
 
 
+@pytest.mark.usefixtures("alice_and_bob")
 def test_a_governor_issues_lists_and_revokes(pmw: Pmw) -> None:
     issued = pmw.js("tokens", "issue", "alice", "--expires", "12h", "--scope", "read", "--label", "ci",
                     actor=GOVERNOR)
@@ -88,6 +83,7 @@ def test_a_governor_issues_lists_and_revokes(pmw: Pmw) -> None:
         _authenticate(pmw.db_url, issued["token"])
 
 
+@pytest.mark.usefixtures("alice_and_bob")
 def test_an_agent_cannot_issue_nor_touch_anothers_tokens(pmw: Pmw) -> None:
     bobs = pmw.js("tokens", "issue", "bob", actor=GOVERNOR)
     for args in (("tokens", "issue", "alice"), ("tokens", "issue", "bob"), ("tokens", "revoke", bobs["token_id"]),
@@ -99,6 +95,7 @@ def test_an_agent_cannot_issue_nor_touch_anothers_tokens(pmw: Pmw) -> None:
     assert _authenticate(pmw.db_url, bobs["token"]) == "bob"
 
 
+@pytest.mark.usefixtures("alice_and_bob")
 @pytest.mark.parametrize("args", [("--expires", "3y"), ("--expires", "0d"), ("--expires", "-1h"),
                                   ("--expires", "12"), ("--scope", "admin"), ("--label", "")])
 def test_bad_options_exit_3_and_write_nothing(pmw: Pmw, args: tuple[str, str]) -> None:
@@ -108,6 +105,7 @@ def test_bad_options_exit_3_and_write_nothing(pmw: Pmw, args: tuple[str, str]) -
     assert counts(pmw.db_url) == before
 
 
+@pytest.mark.usefixtures("alice_and_bob")
 def test_the_same_op_id_gives_the_secret_once(pmw: Pmw) -> None:
     first = pmw.js("tokens", "issue", "alice", "--op-id", "cli-issue-1", actor=GOVERNOR)
     again = pmw.js("tokens", "issue", "alice", "--op-id", "cli-issue-1", actor=GOVERNOR)
