@@ -50,11 +50,12 @@ class DecisionBase(Model):
         return self.model_dump(mode="json", exclude={"index", "rule"})
 
 
-class WakeTarget(DecisionBase):
-    """Wake ``agent``: enqueue a wake with ``idempotency_key``; its payload carries depth, chain and
-    origin so the agent's resulting events continue the chain."""
+class WakeProposal(DecisionBase):
+    """What every decision that issues a wake of ``agent`` carries (abstract: a decision is one of its
+    kinds): the wake's idempotency key, and the depth, chain and origin its payload carries so the agent's
+    resulting events continue the chain."""
 
-    kind: Literal["wake"] = "wake"
+    kind: Literal["wake", "defer"]  # each kind's own literal (declared here to keep the field order)
     agent: str
     cause: str
     idempotency_key: str
@@ -62,6 +63,12 @@ class WakeTarget(DecisionBase):
     chain: str
     origin_us: int = Field(ge=0)
     source: str
+
+
+class WakeTarget(WakeProposal):
+    """Wake ``agent``: enqueue a wake with ``idempotency_key``, due now."""
+
+    kind: Literal["wake"] = "wake"
 
 
 class Suppress(DecisionBase):
@@ -79,7 +86,7 @@ class Suppress(DecisionBase):
     wake_id: str | None = None
 
 
-class DeferWake(DecisionBase):
+class DeferWake(WakeProposal):
     """A proposed wake of ``agent`` stopped only by the cooldown ``reason``: it is issued as a wake due at
     ``not_before_us`` (the cooldown's end) instead of being dropped. ``deferrals`` counts the deferrals in a
     row behind this agent's cooldown (1: the cooldown followed a direct wake), bounded by the rules'
@@ -88,13 +95,6 @@ class DeferWake(DecisionBase):
     ``detail`` is the text the wake's payload, and so its receipt and trace, carry."""
 
     kind: Literal["defer"] = "defer"
-    agent: str
-    cause: str
-    idempotency_key: str
-    depth: int = Field(ge=0)
-    chain: str
-    origin_us: int = Field(ge=0)
-    source: str
     reason: SuppressReason = SuppressReason.COOLDOWN
     not_before_us: int = Field(ge=0)
     detail: str
@@ -159,5 +159,6 @@ __all__ = [
     "SuppressReason",
     "TopologyOp",
     "TopologyProposal",
+    "WakeProposal",
     "WakeTarget",
 ]
