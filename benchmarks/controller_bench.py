@@ -23,9 +23,9 @@ validation, decision models, net fact changes) over the same events from the sam
 Four contenders per scenario (issue 12, item 6: the events of one log batch posted together):
 
 * **one at a time**: ``Controller.observe_step`` per event;
-* **batched**: ``engine.controller.batch_post.observe_batch`` over batches of ``--batch`` events (the run
+* **batched**: ``benchmarks.controller_batch.observe_batch`` over batches of ``--batch`` events (the run
   loop's batch), whose contract is the one-at-a-time result;
-* **engine batch**: ``engine.controller.batch_post.post_together``, durable_rules' own batch (every event
+* **engine batch**: ``benchmarks.controller_batch.post_together``, durable_rules' own batch (every event
   fact of a batch in one ``assert_facts``, one dispatch), which is not equivalent by design;
 * **plain**: the plain-Python baseline.
 
@@ -62,9 +62,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol
 
+from benchmarks.controller_batch import observe_batch, post_together
 from benchmarks.plain_ladder import PlainController, PlainLadder, storm_constants
 from engine.controller import Controller, EngineFailure, Observation, Step
-from engine.controller.batch_post import observe_batch, post_together
 
 REPO = Path(__file__).resolve().parents[1]
 RULES = REPO / "rules"

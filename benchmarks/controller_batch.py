@@ -1,12 +1,16 @@
-"""The events of one log batch, posted to the controller together (issue 12, item 6).
+"""The events of one log batch, posted to the controller together (issue 12, item 6): measurement code.
+
+Measured and **not used by the run loop** (no gain: ``docs/benchmarks-controller.md``); it lives with the
+benchmarks (``benchmarks/controller_bench.py`` runs both entry points) because it drives the controller's
+host through private machinery no runtime code may use.
 
 Two entry points, both taking the controller and a run of :class:`~engine.controller.Observation` s in log
 order (strictly increasing ``seq``, all after the controller's position):
 
-* :func:`observe_batch` -- **the one the run loop calls.** Its result is, by contract, exactly what
+* :func:`observe_batch` -- the batch the run loop could call. Its result is, by contract, exactly what
   :meth:`Controller.observe_step` gives one event at a time: the same decisions (same fields, same index, same
   order) and the same fact changes per event, and the same facts afterwards
-  (``tests/controller/test_batch_post.py`` checks it on random logs). Every event and fact of the batch is
+  (``tests/test_benchmarks_controller_batch.py`` checks it on random logs). Every event and fact of the batch is
   validated before anything is observed (a bad one raises ``InvalidInput`` and nothing changes); then each
   event is one engine call, under one hold of the controller's lock. An event that fails (e.g.
   ``EngineFailure``) ends the batch: the steps before it are returned with the error, and the controller is
@@ -27,8 +31,8 @@ against the ladder's facts, the fact asserts of an allowed wake) does not shrink
 a batch only saves the per-event ``assert_fact``/``retract_fact``/``start_action_for_state`` round trips.
 
 :func:`post_together` drives :class:`~engine.controller.durable_host.DurableHost` through its private call
-machinery (the mirror, the journal, the network); it belongs in ``durable_host.py`` as a host method if it is
-ever used beyond measurement.
+machinery (the mirror, the journal, the network); it would belong in ``durable_host.py`` as a host method if it
+were ever used beyond measurement.
 """
 
 from __future__ import annotations

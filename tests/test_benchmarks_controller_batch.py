@@ -1,4 +1,4 @@
-"""``engine.controller.batch_post``: a log batch posted to the controller together.
+"""``benchmarks.controller_batch``: a log batch posted to the controller together.
 
 - ``observe_batch`` == ``observe_step`` one at a time, on random logs over the shipped rules (handoffs, task
   updates that move owners, subscribed state changes, room messages, claims, risky calls, subscriptions
@@ -30,12 +30,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.controller_batch import observe_batch, post_together
 from engine.controller import Controller, FactIdCollision, Observation, StaleEvent, Step, Suppress
-from engine.controller.batch_post import observe_batch, post_together
 from engine.errors import InvalidInput
 from tests.controller.support import SECOND, T0, colliding_id, copy_rules, event, handoff, set_constants
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 AGENTS = "ABCDE"
 SMALL = {"max_depth": 3, "ttl_us": 30 * SECOND, "cooldown_us": 2 * SECOND, "budget": 3,
          "budget_window_us": 20 * SECOND}
