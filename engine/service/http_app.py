@@ -15,6 +15,9 @@ Answers are ``{"result": ...}`` (JSON of the call's models). Errors are ``applic
 (RFC 9457) with PMW's stable ``code``, the CLI's ``exit_code`` and the error's fields. A request body over
 :data:`MAX_BODY_BYTES` is refused before it is parsed; JSON nested too deep or holding NaN is refused as
 the CLI refuses it. A request whose ``Host`` is not the server's own name (DNS rebinding) is refused (400).
+FastAPI's own validation errors are PMW's 400 ``invalid_input`` naming the field; an unknown route or
+method is a problem document too. These routes are not in the OpenAPI document; the REST resources are
+(``engine.service.rest_api``, ``GET /v1/openapi.json``).
 Calls are served one at a time (``engine.service.dispatch``: one lock around the world), which is what one SQLite
 writer allows anyway.
 """
@@ -22,13 +25,16 @@ writer allows anyway.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from anyio import to_thread
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engine.errors import InvalidInput, PayloadTooLarge, PMWError
 from engine.models.tokens import TokenPrincipal
@@ -44,13 +50,46 @@ MAX_BODY_BYTES = 8 * 1024 * 1024
 STATUS_OF_EXIT = {1: 500, 3: 400, 4: 404, 5: 409, 6: 403, 7: 500, 8: 503, 9: 503, 10: 401}
 
 
-def problem(exc: PMWError) -> JSONResponse:
-    """``exc`` as an RFC 9457 problem document with PMW's code, exit code and fields."""
-    status = STATUS_OF_EXIT.get(exc.exit_code, 500)
+def problem(exc: PMWError, *, status: int | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
+    """``exc`` as an RFC 9457 problem document with PMW's code, exit code and fields; its HTTP status is
+    the exit code's (:data:`STATUS_OF_EXIT`) unless ``status`` says otherwise."""
+    status = status if status is not None else STATUS_OF_EXIT.get(exc.exit_code, 500)
     body = {"type": f"urn:pmw:error:{exc.code}", "title": exc.code, "status": status, "detail": exc.message,
             **to_wire(exc.to_dict()), "exit_code": exc.exit_code}
-    headers = {"WWW-Authenticate": 'Bearer realm="pmw"'} if status == 401 else None
-    return JSONResponse(body, status_code=status, media_type="application/problem+json", headers=headers)
+    headers = dict(headers or {})
+    if status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="pmw"'
+    return JSONResponse(body, status_code=status, media_type="application/problem+json", headers=headers or None)
+
+
+def invalid_from_request(exc: RequestValidationError) -> InvalidInput:
+    """FastAPI's own validation error (a path, query or header parameter it refused) as PMW's
+    ``invalid_input`` naming the first field it refused."""
+    first: dict[str, Any] = dict(next(iter(exc.errors()), {}))
+    location = [str(part) for part in first.get("loc", ()) if part not in ("query", "path", "header", "body")]
+    return InvalidInput(".".join(location) or "request", str(first.get("msg", "refused"))[:200])
+
+
+class HostCheck:
+    """DNS rebinding: a request whose ``Host`` is not one of the server's own names is refused (400
+    ``invalid_input`` naming ``Host``, as a problem document) before anything else runs (pure ASGI, so a
+    streamed answer is never buffered)."""
+
+    def __init__(self, app: ASGIApp, allowed_hosts: Sequence[str]) -> None:
+        self.app = app
+        self.allowed = frozenset(allowed_hosts)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or "*" in self.allowed:
+            await self.app(scope, receive, send)
+            return
+        host = Headers(scope=scope).get("host", "")
+        name = host[: host.index("]") + 1] if host.startswith("[") and "]" in host else host.split(":")[0]
+        if name in self.allowed:
+            await self.app(scope, receive, send)
+            return
+        refused = problem(InvalidInput("Host", f"{host[:100]!r} is not this server's host name (DNS rebinding)"))
+        await refused(scope, receive, send)
 
 
 def bearer(request: Request) -> str | None:
@@ -112,7 +151,7 @@ def build_app(service: Service) -> FastAPI:
     app = FastAPI(title="PMW", version="1", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.lifespans = []
     # DNS rebinding: a page that resolves its own name to 127.0.0.1 reaches the server with its own Host header
-    app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(service.allowed_hosts))
+    app.add_middleware(HostCheck, allowed_hosts=list(service.allowed_hosts))
     dispatch = service.dispatch
 
     async def served(request: Request, work: Callable[[TokenPrincipal], Any]) -> Response:
@@ -133,16 +172,16 @@ def build_app(service: Service) -> FastAPI:
     async def pmw_error(_request: Request, exc: PMWError) -> Response:
         return problem(exc)
 
-    @app.get("/v1/health")
+    @app.get("/v1/health", include_in_schema=False)
     async def health() -> Response:
         report = await to_thread.run_sync(service.health)
         return JSONResponse(to_wire(report), status_code=200 if report.status == "ok" else 503)
 
-    @app.get("/v1/whoami")
+    @app.get("/v1/whoami", include_in_schema=False)
     async def whoami(request: Request) -> Response:
         return await served(request, lambda principal: principal)
 
-    @app.post("/v1/world/{call}")
+    @app.post("/v1/world/{call}", include_in_schema=False)
     async def world_call(call: str, request: Request) -> Response:
         spec_of(WORLD_CALLS, "world", call)  # an unknown call is refused before the body is read
         raw = await body_of(request)
@@ -152,7 +191,7 @@ def build_app(service: Service) -> FastAPI:
             return dispatch.world_call(p, call, arguments, positional)
         return await served(request, call_world)
 
-    @app.post("/v1/governance/{call}")
+    @app.post("/v1/governance/{call}", include_in_schema=False)
     async def governance_call(call: str, request: Request) -> Response:
         spec = spec_of(service.governance_calls, "governance", call)
         raw = await body_of(request)
@@ -163,13 +202,13 @@ def build_app(service: Service) -> FastAPI:
             return invoke(facade, spec, bind(spec, p, arguments, positional, target=facade))
         return await served(request, call_governance)
 
-    @app.post("/v1/wakes/pull")
+    @app.post("/v1/wakes/pull", include_in_schema=False)
     async def pull(request: Request) -> Response:
         raw = await body_of(request)
         spec = CallSpec("pull", True, ())
         return await served(request, lambda p: service.pull(p, bind(spec, p, arguments_of(raw)[0])))
 
-    @app.post("/v1/wakes/{wake_id}/decision")
+    @app.post("/v1/wakes/{wake_id}/decision", include_in_schema=False)
     async def decision(wake_id: str, request: Request) -> Response:
         raw = await body_of(request)
         spec = CallSpec("decide", True, ())
@@ -179,9 +218,23 @@ def build_app(service: Service) -> FastAPI:
 
     @app.exception_handler(404)
     async def not_found(_request: Request, _exc: Exception) -> Response:
-        return problem(InvalidInput("path", "no such route; see docs/operations.md for the API"))
+        return problem(InvalidInput("path", "no such route; see docs/operations.md and docs/rest.md for the API"))
+
+    @app.exception_handler(RequestValidationError)
+    async def refused_parameter(_request: Request, exc: RequestValidationError) -> Response:
+        return problem(invalid_from_request(exc))  # FastAPI's 422 is PMW's 400 invalid_input
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> Response:
+        """Any other HTTP error of the framework (405 a method the route does not take, ...) as a problem
+        document with its own status."""
+        if exc.status_code == 404:
+            return problem(InvalidInput("path", "no such route; see docs/operations.md and docs/rest.md"))
+        reason = f"{exc.detail}"[:200]
+        return problem(InvalidInput("method" if exc.status_code == 405 else "request", reason),
+                       status=exc.status_code, headers=dict(exc.headers or {}))
 
     return app
 
 
-__all__ = ["MAX_BODY_BYTES", "build_app", "problem"]
+__all__ = ["MAX_BODY_BYTES", "HostCheck", "bearer", "body_of", "build_app", "invalid_from_request", "problem"]
