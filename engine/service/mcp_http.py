@@ -1,9 +1,163 @@
-"""Placeholder: this transport is being built (issue 11); it mounts nothing yet."""
+"""``/mcp`` on ``pmw serve``: the MCP server (``engine.service.mcp_server``) over streamable HTTP.
+
+Built from the official SDK's pieces, in this order for every request:
+
+1. the app's ``TrustedHostMiddleware`` (a ``Host`` not in ``service.allowed_hosts`` is refused, 400);
+2. bearer authentication (the SDK's ``BearerAuthBackend`` with a verifier over the world's tokens,
+   ``engine.auth.tokens`` through ``service.dispatch.principal``): every request, so a token revoked or
+   expired is refused on its next request. No valid token: 401 with ``WWW-Authenticate: Bearer
+   error="invalid_token"`` (the MCP authorization spec's resource-server answer);
+3. the session manager (stateful streamable HTTP): the body refused over ``http_app.MAX_BODY_BYTES``
+   before it is parsed (413); ``Host`` and ``Origin`` checked again by the SDK's
+   ``TransportSecuritySettings`` (DNS rebinding: a cross-origin request is 403); a session is bound to
+   the token that opened it (another token on that session: 404, as if it did not exist);
+4. each tool call then goes through ``service.dispatch`` (``run`` + ``world_call``) with the request's
+   own token: the one door, the policy deciding.
+
+The session manager's lifespan (and the hub following ``service.wake_feed``) is appended to
+``app.state.lifespans``. When the server runs the app without its lifespan, the manager is started on the
+first ``/mcp`` request instead (and lives as long as the event loop).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from anyio import to_thread
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.provider import AccessToken
+from mcp.server.context import ServerRequestContext
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import Request
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from engine.errors import PMWError
+from engine.models.tokens import TokenPrincipal
+from engine.service.dispatch import Dispatcher
+from engine.service.mcp_backend import DispatchBackend
+from engine.service.mcp_server import build_server
+from engine.service.mcp_subscriptions import SubscriptionHub, WakeFeedLike
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from engine.service.host import Service
+
+PATH = "/mcp"
 
 
-def mount(app: Any, service: Any) -> None:
-    """Mount nothing (yet)."""
+def bearer_of(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The bearer token of the HTTP request that carried this MCP message (None: none)."""
+    request = ctx.request
+    if not isinstance(request, Request):
+        return None
+    header = request.headers.get("authorization")
+    if header is None:
+        return None
+    scheme, _, token = header.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else None
+
+
+class WorldTokenVerifier:
+    """The SDK's ``TokenVerifier`` over the world's tokens: who a token proves now (None: nothing)."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        dispatch: Dispatcher = self.service.dispatch
+        try:
+            principal: TokenPrincipal = await to_thread.run_sync(dispatch.principal, token)
+        except PMWError:
+            return None
+        expires = principal.expires_at_us // 1_000_000 if principal.expires_at_us else None
+        # the session is bound to (client_id, issuer, subject): the agent and the token that opened it
+        return AccessToken(token=token, client_id=principal.agent_id, scopes=[principal.scope],
+                           expires_at=expires, subject=principal.token_id)
+
+
+class _LazyDispatch:
+    """``service.dispatch``, looked up when a call is made (the service starts after the app is built)."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.service.dispatch, name)
+
+
+def security_settings(allowed_hosts: set[str]) -> TransportSecuritySettings:
+    """Host and Origin checks for the server's own names (any port), http and https."""
+    hosts = sorted({h for name in allowed_hosts for h in (name, f"{name}:*")})
+    origins = sorted({o for name in allowed_hosts for scheme in ("http", "https")
+                      for o in (f"{scheme}://{name}", f"{scheme}://{name}:*")})
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+                                     allowed_origins=origins)
+
+
+class McpEndpoint:
+    """The ASGI app at ``/mcp``: authentication, then the SDK's session manager."""
+
+    def __init__(self, service: Service) -> None:
+        from engine.service.http_app import MAX_BODY_BYTES
+
+        self.service = service
+        self.hub = SubscriptionHub()
+        backend = DispatchBackend(_LazyDispatch(service))  # type: ignore[arg-type]
+        self.server = build_server(backend, bearer_of, self.hub)
+        self.manager = StreamableHTTPSessionManager(
+            app=self.server, security_settings=security_settings(service.allowed_hosts),
+            max_request_body_size=MAX_BODY_BYTES)
+        inner: ASGIApp = RequireAuthMiddleware(StreamableHTTPASGIApp(self.manager), [])
+        self.app: ASGIApp = AuthenticationMiddleware(AuthContextMiddleware(inner),
+                                                     backend=BearerAuthBackend(WorldTokenVerifier(service)))
+        self._running = False
+        self._starting = asyncio.Lock()
+        self._background: asyncio.Task[None] | None = None
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        """The session manager running and the hub following the wake feed, while entered."""
+        feed: WakeFeedLike | None = getattr(self.service, "wake_feed", None)
+        async with self.manager.run(), self.hub.follow(feed):
+            self._running = True
+            try:
+                yield
+            finally:
+                self._running = False
+
+    async def _start_in_background(self) -> None:
+        async with self._starting:
+            if self._running:
+                return
+            entered = asyncio.Event()
+
+            async def hold() -> None:
+                async with self.lifespan():
+                    entered.set()
+                    await asyncio.Event().wait()  # until the loop ends (cancelled)
+            self._background = asyncio.get_running_loop().create_task(hold())
+            await entered.wait()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self._running:
+            await self._start_in_background()
+        await self.app(scope, receive, send)
+
+
+def mount(app: FastAPI, service: Service) -> None:
+    """Serve the MCP server at ``/mcp`` (GET, POST, DELETE) and run its session manager with the app."""
+    endpoint = McpEndpoint(service)
+    app.state.mcp = endpoint
+    app.state.lifespans.append(endpoint.lifespan)
+    app.router.routes.append(Route(PATH, endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False))
+
+
+__all__ = ["PATH", "McpEndpoint", "WorldTokenVerifier", "bearer_of", "mount", "security_settings"]

@@ -1,0 +1,134 @@
+"""Wake notifications for MCP subscribers: ``notifications/resources/updated`` when a wake is queued.
+
+A :class:`SubscriptionHub` holds who listens for which agent's resources:
+
+- handshake-era sessions (``resources/subscribe``): the session's connection and the URIs it subscribed to;
+  each is sent ``notifications/resources/updated`` on the connection's standalone stream (the GET stream
+  of streamable HTTP, stdout of stdio);
+- 2026-07-28 listen streams (``subscriptions/listen``): the SDK's ``ListenHandler`` on an in-memory bus;
+  every URI of the agent is published and each stream gets only the URIs it asked for.
+
+A URI is accepted only for the token's own agent (``engine.service.mcp_resources.owned_uri``), so a
+subscriber is never told about another agent's wakes. :meth:`SubscriptionHub.follow` connects the hub to
+the server's queued-wake feed (``service.wake_feed``: a callback on the feed's thread, hopped onto the
+event loop with ``call_soon_threadsafe``). Delivery is fire-and-forget: a session that is gone is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol
+
+import anyio
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
+
+from engine.service.mcp_backend import McpBackend
+from engine.service.mcp_resources import RESOURCE_KINDS, owned_uri, uri_of
+
+logger = logging.getLogger(__name__)
+
+
+class WakeNoticeLike(Protocol):
+    """What the wake feed tells its listeners (``engine.service.wake_feed.WakeNotice``)."""
+
+    @property
+    def agent_id(self) -> str: ...
+
+
+class WakeFeedLike(Protocol):
+    """The queued-wake feed: ``add_listener(callback) -> remove`` (callback on the feed's thread)."""
+
+    def add_listener(self, callback: Callable[[Any], None]) -> Callable[[], None]: ...
+
+
+class SubscriptionHub:
+    """Who is subscribed to which agent's resources, and telling them when a wake for the agent is queued."""
+
+    def __init__(self) -> None:
+        #: agent -> connection id -> (a session of that connection, the URIs it subscribed to)
+        self._sessions: dict[str, dict[int, tuple[ServerSession, set[str]]]] = {}
+        self.bus = InMemorySubscriptionBus()
+        self.listen_handler = ListenHandler(self.bus)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @staticmethod
+    def _key(session: ServerSession) -> int:
+        return id(getattr(session, "_connection", session))
+
+    async def check_uri(self, backend: McpBackend, token: str | None, uri: str) -> str:
+        """The agent of ``uri``, when it is the token's own (``not_permitted`` otherwise)."""
+        return await owned_uri(backend, token, uri)
+
+    def subscribe_session(self, session: ServerSession, agent_id: str, uri: str) -> None:
+        entry = self._sessions.setdefault(agent_id, {}).setdefault(self._key(session), (session, set()))
+        entry[1].add(uri)
+
+    def unsubscribe_session(self, session: ServerSession, uri: str) -> None:
+        key = self._key(session)
+        for agent_id, sessions in list(self._sessions.items()):
+            entry = sessions.get(key)
+            if entry is not None:
+                entry[1].discard(uri)
+                if not entry[1]:
+                    del sessions[key]
+            if not sessions:
+                del self._sessions[agent_id]
+
+    def subscribers(self, agent_id: str) -> int:
+        """How many sessions are subscribed to ``agent_id``'s resources (handshake era)."""
+        return len(self._sessions.get(agent_id, {}))
+
+    async def wake_queued(self, agent_id: str) -> None:
+        """Tell every subscriber of ``agent_id``'s resources that they changed (a wake for it is queued)."""
+        for key, (session, uris) in list(self._sessions.get(agent_id, {}).items()):
+            try:
+                for uri in sorted(uris):
+                    await session.send_resource_updated(uri)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, RuntimeError) as exc:  # a session gone
+                logger.debug("dropping MCP subscriber of %s: %r", agent_id, exc)
+                self._sessions.get(agent_id, {}).pop(key, None)
+        for kind in RESOURCE_KINDS:
+            await self.bus.publish(ResourceUpdated(uri_of(agent_id, kind)))
+
+    def _notice(self, notice: WakeNoticeLike) -> None:
+        """The feed's callback (on the feed's thread): hop onto the event loop."""
+        loop = self._loop
+        agent_id = notice.agent_id
+        if loop is None or loop.is_closed():
+            return
+
+        def schedule() -> None:
+            task = loop.create_task(self.wake_queued(agent_id))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(schedule)
+
+    @contextlib.asynccontextmanager
+    async def follow(self, feed: WakeFeedLike | None) -> AsyncIterator[None]:
+        """While entered, the hub hears of every queued wake from ``feed`` (nothing when there is none)."""
+        self._loop = asyncio.get_running_loop()
+        remove = feed.add_listener(self._notice) if feed is not None else None
+        try:
+            yield
+        finally:
+            if remove is not None:
+                remove()
+            self.listen_handler.close()
+            self._loop = None
+
+
+async def listen(hub: SubscriptionHub, ctx: ServerRequestContext[Any, Any],
+                 params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
+    """Serve one ``subscriptions/listen`` stream (URIs already checked)."""
+    return await hub.listen_handler(ctx, params)
+
+
+__all__ = ["SubscriptionHub", "WakeFeedLike", "WakeNoticeLike", "listen"]
