@@ -125,7 +125,10 @@ class McpEndpoint:
     @contextlib.asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:
         """The session manager running and the hub following the wake feed, while entered."""
-        feed: WakeFeedLike | None = getattr(self.service, "wake_feed", None)
+        try:
+            feed: WakeFeedLike | None = self.service.wake_feed
+        except RuntimeError:  # a service without a running feed: subscriptions are never told anything
+            feed = None
         async with self.manager.run(), self.hub.follow(feed):
             self._running = True
             try:

@@ -5,17 +5,23 @@ token, cross-origin, wrong Host, oversize body)."""
 
 from __future__ import annotations
 
+import http.client
 import json
+import time
 import urllib.error
 import urllib.request
+import warnings
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 import anyio
 import httpx2
+import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
+from engine.client.http import RemoteError
 from engine.commands import COMMANDS
 from engine.service.calls import WORLD_READS
 from engine.service.mcp_tools import TOOLS
@@ -118,3 +124,202 @@ def test_no_token_is_401_with_www_authenticate(served: Served) -> None:
     status, _headers, _body = raw_post(served, INITIALIZE, {**JSON_HEADERS, "Authorization": "Bearer pmw_tok_x_y"})
     assert status == 401
 
+def whoami(served: Served, token: str) -> dict[str, Any]:
+    return dict(served.client(token).request("GET", "/v1/whoami")["result"])
+
+
+def test_the_protocol_version_is_negotiated_and_results_validate(served: Served, tokens: dict[str, str]) -> None:
+    """Both eras the SDK speaks: the handshake (legacy) and 2026-07-28 (auto); the client validates every
+    structured result against the tool's output schema, lists and optional results included."""
+    async def work(client: Client) -> tuple[str, Any, Any, Any]:
+        listed = await client.call_tool("list_state", {"prefix": "mcp-"})
+        allowed = await client.call_tool("allowed_actions", {"kind": "state", "ident": "mcp-plan"})
+        none = await client.call_tool("claim_wake", {"lease_seconds": 5})
+        return client.protocol_version, listed, allowed, none
+    for mode in ("legacy", "auto"):
+        version, listed, allowed, none = with_client(served, tokens["alice"], work, mode=mode)
+        assert version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
+        assert not listed.is_error and isinstance(listed.structured_content["result"], list)
+        assert not allowed.is_error and "allowed" in allowed.structured_content
+        assert not none.is_error and none.structured_content == {"result": None}
+
+
+def test_another_agents_principal_or_claim_is_not_permitted(served: Served, tokens: dict[str, str]) -> None:
+    async def work(client: Client) -> tuple[Any, Any]:
+        as_bob = await client.call_tool("compare_and_set_state",
+                                        {"key": "bob-key", "expected_version": 0, "value": 1, "actor": "bob"})
+        bobs_wakes = await client.call_tool("claim_wake", {"agent_id": "bob", "lease_seconds": 5})
+        return as_bob, bobs_wakes
+    as_bob, bobs_wakes = with_client(served, tokens["alice"], work)
+    for refused in (as_bob, bobs_wakes):
+        assert refused.is_error and refused.structured_content["code"] == "not_permitted"
+        assert refused.structured_content["exit_code"] == 6
+    gov = served.client(served.governor_token).call
+    with pytest.raises(RemoteError) as missing:  # nothing was written for bob
+        gov("world", "get_state", ("bob-key",), {"actor": "gov"})
+    assert missing.value.code == "not_found"
+
+
+def test_a_revoked_token_is_refused_on_its_next_request(served: Served, tokens: dict[str, str]) -> None:
+    token = served.issue("alice")
+    token_id = whoami(served, token)["token_id"]
+
+    async def work(client: Client) -> tuple[Any, BaseException | None]:
+        first = await client.call_tool("list_state", {})
+        served.client(served.governor_token).call("world", "revoke_token", (), {"token_id": token_id,
+                                                                                 "actor": "gov"})
+        try:
+            await client.call_tool("list_state", {})
+        except MCPError as exc:  # the transport's 401, as the client raises it
+            return first, exc
+        return first, None
+    first, refused = with_client(served, token, work, mode="legacy")
+    assert not first.is_error
+    assert refused is not None, "a revoked token was served"
+    status, _headers, _body = raw_post(served, INITIALIZE, {**JSON_HEADERS, "Authorization": f"Bearer {token}"})
+    assert status == 401
+
+
+def _initialize(served: Served, token: str, **extra: str) -> tuple[int, dict[str, str]]:
+    status, headers, _body = raw_post(served, INITIALIZE, {**JSON_HEADERS, "Authorization": f"Bearer {token}",
+                                                            **extra})
+    return status, {k.lower(): v for k, v in headers.items()}
+
+
+def test_a_session_is_bound_to_the_token_that_opened_it(served: Served, tokens: dict[str, str]) -> None:
+    status, headers = _initialize(served, tokens["alice"])
+    assert status == 200
+    session = headers["mcp-session-id"]
+    listing = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).encode()
+    common = {**JSON_HEADERS, "Mcp-Session-Id": session, "Mcp-Protocol-Version": "2025-11-25"}
+    other_alice = served.issue("alice")
+    for stranger in (tokens["bob"], other_alice):
+        status, _h, _b = raw_post(served, listing, {**common, "Authorization": f"Bearer {stranger}"})
+        assert status == 404, "a session answered another token"
+    status, _h, body = raw_post(served, listing, {**common, "Authorization": f"Bearer {tokens['alice']}"})
+    assert status == 200 and b"compare_and_set_state" in body
+
+
+def test_cross_origin_and_foreign_host_are_refused(served: Served, tokens: dict[str, str]) -> None:
+    status, _headers = _initialize(served, tokens["alice"], Origin="http://evil.example")
+    assert status == 403
+    status, _headers = _initialize(served, tokens["alice"], Origin=served.url)  # its own origin is fine
+    assert status == 200
+    port = served.url.rsplit(":", 1)[1]
+    for host in (f"evil.example:{port}", "evil.example"):
+        status, _headers = _initialize(served, tokens["alice"], Host=host)
+        assert status in (400, 421), host
+
+
+def test_an_oversize_body_is_refused_before_it_is_read(served: Served, tokens: dict[str, str]) -> None:
+    from engine.service.http_app import MAX_BODY_BYTES
+
+    host, port = served.url.removeprefix("http://").rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=CALL_TIMEOUT_S)
+    try:
+        connection.putrequest("POST", "/mcp")
+        for name, value in {**JSON_HEADERS, "Authorization": f"Bearer {tokens['alice']}",
+                            "Content-Length": str(MAX_BODY_BYTES + 1)}.items():
+            connection.putheader(name, value)
+        connection.endheaders()  # not a byte of the body is sent: the answer comes from the declared length
+        response = connection.getresponse()
+        assert response.status == 413
+        response.read()
+    finally:
+        connection.close()
+
+
+def enqueue_for(served: Served, agent_id: str, key: str) -> None:
+    served.client(served.governor_token).call("world", "enqueue_wake", (), {
+        "target_agent": agent_id, "cause": "mcp-test", "idempotency_key": key, "actor": "gov"})
+
+
+def test_resources_are_the_agents_own(served: Served, tokens: dict[str, str]) -> None:
+    async def work(client: Client) -> tuple[Any, Any, Any, Any, MCPError]:
+        listed = await client.list_resources()
+        templates = await client.list_resource_templates()
+        projection = await client.read_resource("pmw://agents/alice/projection")
+        tasks = await client.read_resource("pmw://agents/alice/tasks")
+        try:
+            await client.read_resource("pmw://agents/bob/tasks")
+        except MCPError as exc:
+            return listed, templates, projection, tasks, exc
+        raise AssertionError("another agent's resource was read")
+    listed, templates, projection, tasks, refused = with_client(served, tokens["alice"], work)
+    assert {str(r.uri) for r in listed.resources} == {f"pmw://agents/alice/{k}"
+                                                       for k in ("projection", "tasks", "receipts")}
+    assert {t.uri_template for t in templates.resource_templates} == {
+        f"pmw://agents/{{agent_id}}/{k}" for k in ("projection", "tasks", "receipts")}
+    view = json.loads(projection.contents[0].text)
+    assert view["agent"]["agent_id"] == "alice"
+    assert isinstance(json.loads(tasks.contents[0].text), list)
+    assert refused.error.data["code"] == "not_permitted"
+
+
+async def legacy_subscribe(client: Client, uri: str) -> None:
+    """``resources/subscribe`` (the handshake era's; the SDK warns that 2026-07-28 removed it)."""
+    from mcp.shared.exceptions import MCPDeprecationWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        await client.subscribe_resource(uri)
+
+
+def _updates_while(served: Served, token: str, uri: str, trigger: Callable[[], None], *, mode: str,
+                   wait_s: float) -> list[str]:
+    """The resource-updated URIs a client subscribed to ``uri`` is told of after ``trigger`` ran (waiting at
+    most ``wait_s`` for the first)."""
+    seen: list[str] = []
+    got = anyio.Event()
+
+    async def handler(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            seen.append(message.params.uri)
+            got.set()
+
+    async def work(client: Client) -> list[str]:
+        if mode == "legacy":
+            await legacy_subscribe(client, uri)
+            await anyio.to_thread.run_sync(trigger)
+            with anyio.move_on_after(wait_s):
+                await got.wait()
+            return seen
+        async with client.listen(resource_subscriptions=[uri]) as subscription:
+            await anyio.to_thread.run_sync(trigger)
+            with anyio.move_on_after(wait_s):
+                async for event in subscription:
+                    seen.append(event.uri)  # type: ignore[union-attr]
+                    break
+        return seen
+    return with_client(served, token, work, mode=mode, message_handler=handler)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_a_subscriber_is_told_when_a_wake_for_its_agent_is_queued(served: Served, tokens: dict[str, str],
+                                                                 mode: str) -> None:
+    uri = "pmw://agents/alice/projection"
+    other = _updates_while(served, tokens["alice"], uri, lambda: enqueue_for(served, "bob", f"b-{mode}"),
+                           mode=mode, wait_s=2.0)
+    assert other == [], "told of another agent's wake"
+    started = time.monotonic()
+    own = _updates_while(served, tokens["alice"], uri, lambda: enqueue_for(served, "alice", f"a-{mode}"),
+                         mode=mode, wait_s=20.0)
+    assert own and own[0] == uri, f"no notification within 20 s ({mode})"
+    assert time.monotonic() - started < 20.0
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_subscribing_to_another_agents_resource_is_not_permitted(served: Served, tokens: dict[str, str],
+                                                                 mode: str) -> None:
+    async def work(client: Client) -> MCPError:
+        try:
+            if mode == "legacy":
+                await legacy_subscribe(client, "pmw://agents/bob/projection")
+            else:
+                async with client.listen(resource_subscriptions=["pmw://agents/bob/projection"]):
+                    pass
+        except MCPError as exc:
+            return exc
+        raise AssertionError("subscribed to another agent's resource")
+    refused = with_client(served, tokens["alice"], work, mode=mode)
+    assert refused.error.data["code"] == "not_permitted"
