@@ -21,9 +21,21 @@ from pydantic import BaseModel
 from engine.commands import Command
 from engine.commands.fields import INT64_MAX
 from engine.errors import InvalidInput
+from engine.models.common import ID_PATTERN
 
 _TAG = re.compile(r'^\s*(?:W/)?"(\d{1,19})"\s*$|^\s*(\d{1,19})\s*$')
 VERSION_FIELD = "expected_version"
+#: what the OpenAPI document says of each header a command takes
+HEADER_DOCS: dict[str, dict[str, Any]] = {
+    "Idempotency-Key": {"description": "The call's operation id: the same key with the same request answers "
+                                       "the stored result and writes nothing; with another request, 409 "
+                                       "`operation_conflict`.", "schema": {"type": "string", "pattern": ID_PATTERN}},
+    "If-Match": {"description": 'The version the write expects (`"<version>"`, as an ETag said): stale is 409 '
+                                "`version_conflict` with the current version.",
+                 "schema": {"type": "string", "pattern": r'^(W/)?"[0-9]{1,18}"$'}},
+    "If-None-Match": {"description": "`*`: the object must not exist yet (expected version 0).",
+                      "schema": {"type": "string", "enum": ["*"]}},
+}
 
 
 def etag_of(value: object) -> str | None:
@@ -74,4 +86,4 @@ def op_id_of(command: type[Command], key: str | None) -> dict[str, str]:
     return {"op_id": key}
 
 
-__all__ = ["apply_headers", "etag_of", "op_id_of", "version_of"]
+__all__ = ["HEADER_DOCS", "apply_headers", "etag_of", "op_id_of", "version_of"]

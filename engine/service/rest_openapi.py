@@ -28,6 +28,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from engine import errors
 from engine.commands import COMMANDS
+from engine.service.rest_headers import HEADER_DOCS
 from engine.service.rest_routes import Route
 
 REF = "#/components/schemas/{model}"
@@ -138,6 +139,8 @@ def openapi_document(app: FastAPI, routes: Sequence[Route], world: type) -> dict
             for param in operation.get("parameters", []):
                 if param["in"] == "path" and route.fills.get(param["name"]) in fields:
                     param["schema"] = fields[route.fills[param["name"]]]
+                elif param["in"] == "header" and param["name"] in HEADER_DOCS:
+                    param.update(copy.deepcopy(HEADER_DOCS[param["name"]]))
             body = (ref(command, "validation") if not route.fills
                     else _body_schema(component(command, "validation"), set(route.fills.values())))
             operation["requestBody"] = {"required": bool(body.get("required")) or "$ref" in body,
