@@ -98,6 +98,7 @@ serve.register(app)
 pull.register(app)
 audit.register(app)
 backup.register(app)
+__import__("engine.cli.mcp", fromlist=["register"]).register(app)  # pmw mcp (its body imports the MCP server)
 
 
 def main() -> None:
