@@ -9,7 +9,10 @@ A :class:`Service` holds, for its lifetime:
   same PDP: the controller, and a worker for the in-process agents given by ``--agent``. It follows policy
   reloads (its writes are decided again under the new epoch; it never exits because the epoch moved) and
   waits, failing closed, while the PDP is down;
-- external agents' pulls (``engine.protocol.pull``), served through the API for the token's agent.
+- external agents' pulls (``engine.protocol.pull``), served through the API for the token's agent;
+- the wake feed (``engine.service.wake_feed``, :attr:`Service.wake_feed`): one thread tailing the log for
+  queued wakes, which the SSE streams and MCP notifications push. Started with the service, stopped (its
+  subscriptions ended) before the runtimes close.
 
 :meth:`stop` (SIGTERM or SIGINT in ``pmw serve``) stops the runner between cycles (no lease is left held
 by it; every transaction is whole or absent), closes both runtimes (the PDP stopped by its PID, its
@@ -36,6 +39,7 @@ from engine.service.calls import CallSpec
 from engine.service.dispatch import Dispatcher
 from engine.service.governance import GovernanceCalls
 from engine.service.lockfile import ServeLock
+from engine.service.wake_feed import WakeFeed
 from engine.settings import Settings
 
 #: The governance calls that change what is in force (a read-scoped token may not make them).
@@ -90,6 +94,7 @@ class Service:
         self._external: ExternalAgents | None = None
         self._governance: GovernanceCalls | None = None
         self._dispatch: Dispatcher | None = None
+        self._wake_feed: WakeFeed | None = None
 
     # -- what the API serves ---------------------------------------------------------------------------
 
@@ -105,6 +110,13 @@ class Service:
         if self._dispatch is None:
             raise RuntimeError("the service is not started")
         return self._dispatch
+
+    @property
+    def wake_feed(self) -> WakeFeed:
+        """The feed of queued wakes (``engine.service.wake_feed``): what the transports push."""
+        if self._wake_feed is None:
+            raise RuntimeError("the service is not started")
+        return self._wake_feed
 
     @property
     def governance(self) -> GovernanceCalls:
@@ -158,6 +170,8 @@ class Service:
             self._governance = GovernanceCalls(self._runtime)
             self._dispatch = Dispatcher(self._runtime)
             self._external = ExternalAgents(self._runtime.book)
+            self._wake_feed = WakeFeed(self._runtime.store.read)
+            self._wake_feed.start()
             if self.controller or self.adapters:
                 self._start_runner()
         except BaseException:
@@ -204,8 +218,12 @@ class Service:
             self._runner_error = None
 
     def stop(self) -> None:
-        """Stop the runner between cycles, close both runtimes, release the lock. Idempotent."""
+        """Stop the wake feed (its subscriptions end) and the runner between cycles, close both runtimes,
+        release the lock. Idempotent."""
         self._stop.set()
+        feed, self._wake_feed = self._wake_feed, None
+        if feed is not None:
+            feed.stop()
         thread, self._runner_thread = self._runner_thread, None
         if thread is not None:
             thread.join(RUNNER_STOP_S)

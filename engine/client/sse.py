@@ -1,0 +1,195 @@
+"""Reading a server's wake stream (``GET /v1/agents/{id}/wakes/stream``, ``engine.service.sse_routes``).
+
+:func:`parse_events` turns the bytes of a ``text/event-stream`` into :class:`SseEvent` s (the WHATWG rules
+this server needs: ``id``, ``event``, ``data`` lines, comments skipped, an event ends at a blank line).
+:class:`WakeStream` iterates an agent's wakes and resumes by ``Last-Event-ID`` when the connection drops or
+the server ends the stream for a reason a reconnect cures (``overflow``, ``feed_stopped``, a lost
+connection, a PDP that did not answer): nothing queued meanwhile is lost, nothing is delivered twice. A
+refusal (no token, a revoked or expired one, another agent's stream) is raised as the typed error the
+server named (``engine.client.errors``). Stdlib only.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+import urllib.parse
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from engine.client.errors import typed_error
+from engine.client.http import RemoteError, ServerClient
+from engine.errors import InvalidInput, PMWError, ServerUnreachable
+
+#: Codes of an ``end`` event after which a reconnect (with the last id) goes on where the stream stopped.
+RESUMABLE = frozenset({"overflow", "feed_stopped", "closed", "policy_unavailable", "store_unavailable"})
+#: Seconds a read may wait for a byte: the server sends a heartbeat every few seconds.
+READ_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class SseEvent:
+    """One server-sent event: its ``event`` type, ``data`` (lines joined by newlines) and ``id``."""
+
+    event: str
+    data: str
+    id: str | None = None
+
+    def json(self) -> Any:
+        return json.loads(self.data)
+
+
+def parse_events(lines: Iterable[bytes]) -> Iterator[SseEvent]:
+    """The events of a stream given line by line (a final event without its blank line is dropped)."""
+    event, ident = "message", None
+    data: list[str] = []
+    for raw in lines:
+        line = raw.decode("utf-8").rstrip("\r\n")
+        if not line:
+            if data:
+                yield SseEvent(event, "\n".join(data), ident)
+            event, data, ident = "message", [], None
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if name == "event":
+            event = value
+        elif name == "data":
+            data.append(value)
+        elif name == "id":
+            ident = value
+
+
+def stream_path(agent_id: str) -> str:
+    return f"/v1/agents/{urllib.parse.quote(agent_id, safe='')}/wakes/stream"
+
+
+def open_stream(client: ServerClient, agent_id: str, last_event_id: int | None, *,
+                read_timeout_s: float = READ_TIMEOUT_S) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+    """Connect to ``agent_id``'s stream (resuming after ``last_event_id``): the connection and its response,
+    or the server's refusal as a typed error, or ``ServerUnreachable``."""
+    parsed = urllib.parse.urlsplit(client.server)
+    conn_type = http.client.HTTPSConnection if parsed.scheme == "https" else http.client.HTTPConnection
+    conn = conn_type(parsed.netloc, timeout=read_timeout_s)
+    headers = {"Accept": "text/event-stream"}
+    if client.token:
+        headers["Authorization"] = f"Bearer {client.token}"
+    if last_event_id is not None:
+        headers["Last-Event-ID"] = str(last_event_id)
+    try:
+        conn.request("GET", parsed.path.rstrip("/") + stream_path(agent_id), headers=headers)
+        response = conn.getresponse()
+    except OSError as exc:
+        conn.close()
+        raise ServerUnreachable(client.server, str(exc)) from None
+    if response.status != 200:
+        raw = response.read()
+        conn.close()
+        try:
+            problem = json.loads(raw or b"{}")
+        except ValueError:
+            problem = {}
+        if isinstance(problem, dict) and "code" in problem:
+            raise typed_error(RemoteError(problem)) from None
+        raise ServerUnreachable(client.server, f"HTTP {response.status} without a PMW error")
+    return conn, response
+
+
+class WakeStream:
+    """An agent's wakes from the server, as they are queued (an iterator of the wakes as JSON, or as
+    ``engine.models.wakes.Wake`` with ``models=True``). :attr:`last_seq` is the log position of the last wake
+    given (pass it as ``after_seq`` to resume in a later process). Reconnects at most ``max_reconnects``
+    times in a row (waiting ``backoff_s`` between tries) before raising the last error; :meth:`close` ends it.
+    """
+
+    def __init__(self, client: ServerClient, agent_id: str, *, after_seq: int | None = None, models: bool = True,
+                 max_reconnects: int = 20, backoff_s: float = 0.2, read_timeout_s: float = READ_TIMEOUT_S) -> None:
+        if after_seq is not None and (isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < 0):
+            raise InvalidInput("after_seq", "must be a log position: an integer >= 0")
+        self.client = client
+        self.agent_id = agent_id
+        self.last_seq = after_seq
+        self.models = models
+        self.max_reconnects = max_reconnects
+        self.backoff_s = backoff_s
+        self.read_timeout_s = read_timeout_s
+        #: how many times the stream was opened again after a drop
+        self.reconnects = 0
+        self._conn: http.client.HTTPConnection | None = None
+        self._events: Iterator[SseEvent] | None = None
+        self._closed = False
+
+    def __iter__(self) -> WakeStream:
+        return self
+
+    def __next__(self) -> Any:
+        failures = 0
+        while not self._closed:
+            try:
+                if self._events is None:
+                    self._connect()
+                assert self._events is not None
+                for event in self._events:
+                    if event.event == "ready" and event.id is not None and self.last_seq is None:
+                        self.last_seq = int(event.id)  # a fresh stream: resume from where it began
+                    elif event.event == "wake" and event.id is not None:
+                        self.last_seq = int(event.id)
+                        return self._wake(event.json())
+                    elif event.event == "end":
+                        end = event.json()
+                        code = str(end.get("code"))
+                        if code not in RESUMABLE:
+                            self.close()
+                            raise typed_error(RemoteError({"code": code, "detail": end.get("reason")}))
+                        break
+                self._drop()
+                failures += 1
+            except (ServerUnreachable, OSError, http.client.HTTPException) as exc:
+                self._drop()
+                failures += 1
+                if failures > self.max_reconnects:
+                    self.close()
+                    if isinstance(exc, PMWError):
+                        raise
+                    raise ServerUnreachable(self.client.server, str(exc)) from None
+            if failures > self.max_reconnects:
+                self.close()
+                raise ServerUnreachable(self.client.server, "the wake stream kept ending")
+            self.reconnects += 1
+            time.sleep(self.backoff_s)
+        raise StopIteration
+
+    def _connect(self) -> None:
+        self._conn, response = open_stream(self.client, self.agent_id, self.last_seq,
+                                           read_timeout_s=self.read_timeout_s)
+        self._events = parse_events(iter(response.readline, b""))
+
+    def _wake(self, data: Any) -> Any:
+        if not self.models:
+            return data
+        from engine.models.wakes import Wake
+
+        return Wake.model_validate(data)
+
+    def _drop(self) -> None:
+        conn, self._conn, self._events = self._conn, None, None
+        if conn is not None:
+            conn.close()
+
+    def close(self) -> None:
+        """End the stream (idempotent)."""
+        self._closed = True
+        self._drop()
+
+    def __enter__(self) -> WakeStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["RESUMABLE", "SseEvent", "WakeStream", "open_stream", "parse_events", "stream_path"]
