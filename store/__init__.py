@@ -24,7 +24,16 @@ from sqlalchemy import event
 from engine.errors import InvalidInput
 from store.changes import Change, CommitOutcome, Insert, Provenance, StoredOperation, Update, WriteRequest
 from store.database import Database, DatabaseOptions
-from store.gateway import BatchRefused, CommitHook, commit, commit_many, lookup_operation
+from store.gateway import (
+    BatchRefused,
+    ClaimDecider,
+    CommitHook,
+    WakeClaim,
+    claim_wake,
+    commit,
+    commit_many,
+    lookup_operation,
+)
 from store.migrations import LATEST, current_version, migrate
 from store.notify import Listener
 from store.reads import Reader, Row
@@ -45,6 +54,12 @@ class Door:
     def commit_many(self, requests: list[WriteRequest]) -> list[CommitOutcome]:
         """Several requests in one transaction, all or nothing: see :func:`store.gateway.commit_many`."""
         return commit_many(self._store._db, requests, self._store._hooks, undecided_ok=self._undecided_ok)
+
+    def claim_wake(self, claim: WakeClaim, decide: ClaimDecider) -> CommitOutcome | None:
+        """Lease the next due wake, decide it and append its event in one transaction (``None``: none due):
+        see :func:`store.gateway.claim_wake`. ``decide``'s reads run inside the transaction."""
+        return claim_wake(self._store._db, claim, decide, self._store._hooks, undecided_ok=self._undecided_ok,
+                          within=self._store.read.within)
 
 
 class ReadOnlyStore:
@@ -135,6 +150,7 @@ __all__ = [
     "STATE_TABLE_KEYS",
     "BatchRefused",
     "Change",
+    "ClaimDecider",
     "CommitOutcome",
     "DatabaseOptions",
     "Door",
@@ -146,5 +162,6 @@ __all__ = [
     "Store",
     "StoredOperation",
     "Update",
+    "WakeClaim",
     "WriteRequest",
 ]

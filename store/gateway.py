@@ -21,6 +21,11 @@ revocations, denial records).
 
 Success is returned only after commit; any error rolls the whole transaction back.
 
+:func:`claim_wake` is the one write whose row change is not planned ahead: one conditional statement leases
+the next due wake (``UPDATE wakes ... WHERE wake_id = (SELECT ... LIMIT 1 [FOR UPDATE SKIP LOCKED]) RETURNING``),
+the engine decides the claim on the returned row inside the same transaction, and the event is appended as
+above (a denial rolls the lease back).
+
 The statements run on the driver's cursor with SQL text built once per (dialect, table, columns): a
 commit costs two or three round trips to SQLite/PostgreSQL and no SQL compilation.
 """
@@ -28,6 +33,8 @@ commit costs two or three round trips to SQLite/PostgreSQL and no SQL compilatio
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -48,7 +55,8 @@ from engine.errors import (
 )
 from store.changes import CommitOutcome, Insert, Provenance, StoredOperation, Update, WriteRequest
 from store.database import Database, placeholder
-from store.schema import CREDENTIAL_COLUMNS, TABLES, events, primary_key
+from store.reads import decoded
+from store.schema import CREDENTIAL_COLUMNS, TABLES, events, primary_key, wakes
 
 CommitHook = Callable[[WriteRequest], None]
 
@@ -310,6 +318,103 @@ def commit(db: Database, request: WriteRequest, hooks: tuple[CommitHook, ...] = 
     return CommitOutcome(result=request.result, event_id=request.event_id, replayed=False)
 
 
+# -- the claim: one conditional statement ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class WakeClaim:
+    """What a claim asks of the gateway: lease the most urgent due wake to ``owner`` until ``lease_until_us``,
+    at ``now_us``, among the wakes of ``targets`` (``None``: any agent's; never empty)."""
+
+    owner: str
+    now_us: int
+    lease_until_us: int
+    targets: tuple[str, ...] | None = None
+
+
+#: The engine's decision on the wake a claim statement leased (``row``: the leased row, ``update``: what the
+#: statement changed, as the event records it): the event to append (``changes == [update]``), or raise.
+ClaimDecider = Callable[[dict[str, Any], Update], WriteRequest]
+ReadsWithin = Callable[[Any], AbstractContextManager[None]]
+
+
+@lru_cache(maxsize=256)
+def _claim_sql(dialect: str, targets: int | None) -> str:
+    """The claim: one UPDATE of the most urgent due wake of an online target (pending and due, or claimed
+    with its lease run out), returning the leased row. On PostgreSQL the candidate is taken ``FOR UPDATE
+    SKIP LOCKED``: concurrent claimers lease different wakes and none waits for another's decision."""
+    def ph(name: str) -> str:
+        return placeholder(dialect, name)
+    only = (f" AND w.target_agent IN ({', '.join(ph(f't{n}') for n in range(targets))})"
+            if targets is not None else "")
+    lock = " FOR UPDATE OF w SKIP LOCKED" if dialect == "postgresql" else ""
+    return (f"UPDATE wakes SET status = 'claimed', lease_owner = {ph('owner')}, lease_until_us = {ph('until')}, "
+            f"attempts = attempts + 1, updated_at_us = {ph('now')}, version = version + 1 "
+            f"WHERE wake_id = (SELECT w.wake_id FROM wakes w "
+            f"WHERE ((w.status = 'pending' AND w.not_before_us <= {ph('now')}) "
+            f"OR (w.status = 'claimed' AND w.lease_until_us < {ph('now')})) "
+            f"AND w.target_agent IN (SELECT agent_id FROM agents WHERE status <> 'offline'){only} "
+            f"ORDER BY w.priority DESC, w.not_before_us, w.wake_id LIMIT 1{lock}) "
+            f"RETURNING {', '.join(c.name for c in wakes.columns)}")
+
+
+def claim_wake(db: Database, claim: WakeClaim, decide: ClaimDecider, hooks: tuple[CommitHook, ...] = (), *,
+               undecided_ok: bool = False, within: ReadsWithin | None = None) -> CommitOutcome | None:
+    """Lease the next due wake and append its event, in ONE write transaction; ``None`` if none is due.
+
+    1. one conditional statement leases the most urgent due wake of ``claim.targets`` (:func:`_claim_sql`;
+       SQLite: the transaction is ``BEGIN IMMEDIATE``, so no other writer runs between the choice and the
+       lease; PostgreSQL: ``SKIP LOCKED``): no candidate loop, no claim lost to a race;
+    2. ``decide(row, update)`` decides the claim on the leased row while the transaction is open (its reads on
+       the driver cursor run inside it: ``within``, :meth:`store.Reader.within`) and returns the event;
+    3. the epoch check and the event (the operation's ledger entry), as :func:`commit` writes them.
+
+    Anything ``decide`` raises (a denial, no answer from the PDP) rolls the whole transaction back: the lease
+    was never visible. A known operation id (a concurrent twin committed first) is answered from the ledger
+    (``replayed``), or :class:`~engine.errors.OperationConflict`. Errors are :func:`commit`'s."""
+    if claim.targets is not None and not claim.targets:
+        raise ValueError("a claim among no agents claims nothing: do not ask the store")  # a programming error
+    params: dict[str, Any] = {"owner": claim.owner, "until": claim.lease_until_us, "now": claim.now_us}
+    params.update({f"t{n}": t for n, t in enumerate(claim.targets or ())})
+    sql = _claim_sql(db.dialect, None if claim.targets is None else len(claim.targets))
+    request: WriteRequest | None = None
+    try:
+        with db.write_cursor() as cur:
+            cur.execute(sql, params)
+            found = cur.fetchone()
+            if found is None:
+                return None
+            row = decoded("wakes", db.dialect, found)
+            update = Update("wakes", {"wake_id": row["wake_id"]}, int(row["version"]) - 1, {
+                "status": row["status"], "lease_owner": claim.owner, "attempts": row["attempts"],
+                "lease_until_us": claim.lease_until_us, "updated_at_us": claim.now_us}, "wake", row["wake_id"])
+            with within(cur) if within is not None else nullcontext():
+                request = decide(row, update)
+            if list(request.changes) != [update] or request.provenance:
+                raise ValueError("a claim's event records the lease it took, and nothing else")  # programming error
+            tx = _Tx(db, cur)
+            tx.check_epoch(request, undecided_ok=undecided_ok)
+            if db.dialect != "sqlite":  # PostgreSQL: the event under the log lock, as in _Tx.apply
+                cur.execute("SELECT pg_advisory_xact_lock(%(k)s)", {"k": _LOG_LOCK})
+            tx.append_event(request, [update])
+            if db.dialect != "sqlite":
+                cur.execute(_NOTIFY)
+    except _DuplicateOperationError:
+        assert request is not None
+        return _replay(db, request)
+    except PMWError:
+        raise
+    except (OverflowError, UnicodeEncodeError, orjson.JSONEncodeError) as exc:
+        reason = db.value_refused(exc) or f"a value cannot be stored as JSON ({exc})"
+        raise InvalidInput("request", f"claim_wake: {reason}") from exc
+    except (db.database_error, DatabaseError) as exc:
+        if (refused := db.value_refused(exc)) is not None:
+            raise InvalidInput("request", f"claim_wake: {refused}") from exc
+        raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
+    for hook in hooks:
+        hook(request)
+    return CommitOutcome(result=request.result, event_id=request.event_id, replayed=False)
+
+
 class BatchRefused(Exception):
     """:func:`commit_many` refused its batch because of request ``index``: ``error`` is what that request
     alone would have raised (``VersionConflict``, ``NotFound``, ``AlreadyExists``, ``InvalidInput``,
@@ -402,4 +507,5 @@ def commit_many(db: Database, requests: list[WriteRequest], hooks: tuple[CommitH
     return outcomes
 
 
-__all__ = ["BatchRefused", "CommitHook", "commit", "commit_many", "lookup_operation"]
+__all__ = ["BatchRefused", "ClaimDecider", "CommitHook", "WakeClaim", "claim_wake", "commit", "commit_many",
+           "lookup_operation"]

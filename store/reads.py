@@ -13,6 +13,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -109,6 +110,17 @@ def _decoder(kind: Any, dialect: str) -> Any:
     return _same
 
 
+def decoded(table: str, dialect: str, values: Sequence[Any]) -> Row:
+    """A row of ``table`` as the driver returned its columns (all of them, in the schema's order), decoded
+    as the query builder would have (JSON, SQLite booleans)."""
+    return {name: decode(value) for (name, decode), value in zip(_decoders(table, dialect), values, strict=True)}
+
+
+@lru_cache(maxsize=64)
+def _decoders(table: str, dialect: str) -> tuple[tuple[str, Any], ...]:
+    return tuple((c.name, _decoder(c.type, dialect)) for c in TABLES[table].columns)
+
+
 class Reader:
     """Read access to one database. Each method is one consistent read transaction."""
 
@@ -119,6 +131,38 @@ class Reader:
                                                             list[tuple[str, Any]]]] = OrderedDict()
         self._sections_lock = threading.Lock()
         self._pending = threading.local()  # this thread's planned, uncommitted rows (see pending_rows)
+        self._inside = threading.local()  # this thread's open write transaction, if reads run on it (within)
+
+    @contextmanager
+    def within(self, cursor: Any) -> Iterator[None]:
+        """Within this block (in this thread), the reads on the driver cursor (:meth:`get`,
+        :meth:`principal_inputs`, :meth:`current_policy_epoch`, the projection's sections) run on the
+        connection of ``cursor``, an open write transaction, and see its uncommitted rows: what a decision
+        taken inside a write transaction reads (the gateway's claim: :func:`store.gateway.claim_wake`). On a
+        SQLite file the thread's reads and writes share one connection, so a read there could not begin a
+        transaction of its own. The block does not nest."""
+        if getattr(self._inside, "cursor", None) is not None:
+            raise RuntimeError("reads already run inside a write transaction in this thread")  # programming error
+        self._inside.cursor = cursor
+        try:
+            yield
+        finally:
+            self._inside.cursor = None
+
+    @contextmanager
+    def _cursor(self) -> Iterator[Any]:
+        """A cursor for one read: inside this thread's open write transaction (:meth:`within`), else a read
+        transaction of its own on the driver cursor."""
+        inside = getattr(self._inside, "cursor", None)
+        if inside is None:
+            with self._db.read_cursor() as cur:
+                yield cur
+            return
+        cur = inside.connection.cursor()
+        try:
+            yield cur
+        finally:
+            cur.close()
 
     @contextmanager
     def pending_rows(self) -> Iterator[None]:
@@ -182,7 +226,7 @@ class Reader:
             return dict(values)
         sql, decoders = self._get_sql(table, tuple(key))
         try:
-            with self._db.read_cursor() as cur:
+            with self._cursor() as cur:
                 cur.execute(sql, key)
                 found = cur.fetchone()
         except (OverflowError, UnicodeEncodeError, self._db.database_error) as exc:
@@ -278,11 +322,17 @@ class Reader:
         """The policy epoch writes are decided under now (the last activation's), if any: ``epoch``,
         ``activated_at_us``, ``activated_by``, ``source`` (and ``ordinal``). A world activated only before
         migration 6 answers from ``policy_epochs``."""
-        rows = self.rows("policy_activations", order_by=("ordinal",), descending=True, limit=1)
-        if rows:
-            return rows[0]
-        rows = self.rows("policy_epochs", order_by=("activated_at_us", "epoch"), descending=True, limit=1)
-        return rows[0] if rows else None
+        try:
+            with self._cursor() as cur:
+                cur.execute(_CURRENT_ACTIVATION)
+                found = cur.fetchone()
+                if found is not None:
+                    return dict(zip(_ACTIVATION_COLUMNS, found, strict=True))
+                cur.execute(_CURRENT_EPOCH_BEFORE_6)
+                found = cur.fetchone()
+        except self._db.database_error as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        return dict(zip(_EPOCH_COLUMNS, found, strict=True)) if found is not None else None
 
     def policy_activations(self, limit: int = 1000) -> list[Row]:
         """The last ``limit`` policy activations, oldest first."""
@@ -432,7 +482,7 @@ class Reader:
         sql, constants, processors, decoders = cached
         params = {**constants, **{k: processors[k](v) if k in processors else v for k, v in values.items()}}
         try:
-            with self._db.read_cursor() as cur:
+            with self._cursor() as cur:
                 cur.execute(sql, params)
                 found = cur.fetchall()
         except (OverflowError, UnicodeEncodeError, self._db.database_error) as exc:
@@ -450,7 +500,7 @@ class Reader:
         accepted handoffs (task id and authority scope) and the rooms it is an active member of."""
         ph = placeholder(self._db.dialect, "a")
         try:
-            with self._db.read_cursor() as cur:
+            with self._cursor() as cur:
                 cur.execute("SELECT agent_id, role_id, status, capability_profile, permission_profile "
                             f"FROM agents WHERE agent_id = {ph}", {"a": agent_id})
                 agent = cur.fetchone()
@@ -522,10 +572,17 @@ def _counts_and_versions() -> Any:
 
 _COUNTS_AND_VERSIONS = _counts_and_versions()
 
+_ACTIVATION_COLUMNS = ("ordinal", "epoch", "activated_at_us", "activated_by", "source")
+_EPOCH_COLUMNS = ("epoch", "activated_at_us", "activated_by", "source")
+_CURRENT_ACTIVATION = (f"SELECT {', '.join(_ACTIVATION_COLUMNS)} FROM policy_activations "
+                       "ORDER BY ordinal DESC LIMIT 1")
+_CURRENT_EPOCH_BEFORE_6 = (f"SELECT {', '.join(_EPOCH_COLUMNS)} FROM policy_epochs "
+                           "ORDER BY activated_at_us DESC, epoch DESC LIMIT 1")
+
 
 def _fields(where: Mapping[str, Any] | None, limit: int | None) -> str:
     """The request values a query binds, for an error that refuses one of them."""
     return ", ".join([*(where or {}), *(["limit"] if limit is not None else [])]) or "query"
 
 
-__all__ = ["SECTION_SQL_CAPACITY", "Near", "Reader", "Row"]
+__all__ = ["SECTION_SQL_CAPACITY", "Near", "Reader", "Row", "decoded"]

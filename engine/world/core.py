@@ -322,17 +322,10 @@ class WorldCore:
         p = plan(now)
         batch: PlannedBatch | None = getattr(self._planning_now, "batch", None)
         epoch = self._authorize(actor, p.checks, command) if decided and batch is None else None
-        cause = self._checked_cause(cause)
-        event_id = event_id or self.ids.new("evt")
-        write = WriteRequest(
-            op_id=op_id or self.ids.new("op"), command=command, request_hash=digest, actor_id=actor,
-            event_id=event_id, event_type=p.event_type, subject_kind=p.subject_kind,
-            subject_id=p.subject_id, created_at_us=now, result=p.result.model_dump(mode="json"),
-            changes=p.changes, payload=p.payload,
-            provenance=[Provenance(self.ids.new("prv"), *edge) for edge in p.provenance],
-            parent_event_id=cause.parent_event_id, causation_id=cause.causation_id,
-            correlation_id=cause.correlation_id, base_version=p.base_version,
-            resulting_version=p.resulting_version, topology_version=p.topology_version, policy_epoch=epoch)
+        checked = self._checked_cause(cause)
+        event_id = event_id or self.ids.new("evt")  # ids drawn in this order: evt, op, prv (seeded worlds replay)
+        write = self._request(command, actor, digest, p, now, op_id=op_id or self.ids.new("op"), cause=checked,
+                              epoch=epoch, event_id=event_id)
         if batch is not None:  # planned only: decided and committed with its batch (commit_planned)
             batch._writes.append(PlannedWrite(actor, command, p.checks, write, decided))
             for change in p.changes:
@@ -349,6 +342,20 @@ class WorldCore:
         if not outcome.replayed and isinstance(p.result, result_type):
             return p.result
         return result_type.model_validate(outcome.result)  # a concurrent twin committed first
+
+    def _request(self, command: str, actor: str, digest: str, p: Plan, now: int, *, op_id: str, cause: Cause,
+                 epoch: str | None, event_id: str | None = None) -> WriteRequest:
+        """The gateway's request for plan ``p`` of operation ``op_id`` (request hash ``digest``), decided under
+        ``epoch``: its event (a fresh id unless ``event_id``), changes and provenance edges."""
+        return WriteRequest(
+            op_id=op_id, command=command, request_hash=digest, actor_id=actor,
+            event_id=event_id or self.ids.new("evt"), event_type=p.event_type, subject_kind=p.subject_kind,
+            subject_id=p.subject_id, created_at_us=now, result=p.result.model_dump(mode="json"),
+            changes=p.changes, payload=p.payload,
+            provenance=[Provenance(self.ids.new("prv"), *edge) for edge in p.provenance],
+            parent_event_id=cause.parent_event_id, causation_id=cause.causation_id,
+            correlation_id=cause.correlation_id, base_version=p.base_version,
+            resulting_version=p.resulting_version, topology_version=p.topology_version, policy_epoch=epoch)
 
     def _transition(self, model: type[R], table: str, kind: str, ident: str, lifecycle: Lifecycle,
                     action: str, now: int, *, expected_version: int | None = None,

@@ -16,25 +16,20 @@ from pydantic import BaseModel
 from engine.commands.wakes import AckWake, CancelWake, ClaimWake, EnqueueWake, WriteReceipt
 from engine.errors import (
     AlreadyExists,
-    IllegalTransition,
     InvalidInput,
     LeaseHeld,
     NotFound,
     OperationConflict,
-    VersionConflict,
+    PolicyDenied,
 )
 from engine.models.receipts import Decision, Outcome, Receipt, ReceiptBody
 from engine.models.traces import Trace, TraceBody
 from engine.models.wakes import WAKE_LIFECYCLE, EnqueueResult, Wake, WakeStatus
 from engine.policy.enforcement import Check
 from engine.validation import build, check_id, check_int64, parse_enum
-from engine.world.core import Cause, Plan, WorldCore
-from store import Change, Insert, Update
+from engine.world.core import Cause, Plan, WorldCore, request_hash
+from store import Change, Insert, Update, WakeClaim, WriteRequest
 
-MAX_CLAIM_CANDIDATES = 16
-#: What a claim of a candidate raises when another worker took it between the due read and the
-#: compare-and-set (claimed it, or claimed, ran and acked or cancelled it): the candidate is skipped.
-LOST_CLAIM = (VersionConflict, LeaseHeld, IllegalTransition)
 MAX_TRACES = 10_000
 
 
@@ -132,9 +127,13 @@ class WakeCalls(WorldCore):
                    cause: Cause | None = None) -> Wake | None:
         """Lease the most urgent due wake (optionally only ``agent_id``'s, or only those of the agents in
         ``agent_ids``: at most one of the two; an empty list claims nothing), or ``None`` if none is due.
-        Expired leases are reclaimed. Concurrent claimers never get the same wake. Each candidate is read
-        once (by the due query, which filters by agent); a candidate another worker took since (claimed,
-        or claimed, ran and acked) is skipped, never raised (:data:`LOST_CLAIM`).
+        Expired leases are reclaimed. Concurrent claimers never get the same wake.
+
+        One write transaction (:meth:`store.Door.claim_wake`): one conditional statement leases the wake,
+        the policy decides the claim on the leased row with the target agent's authority
+        (:func:`decided_as`), and the event is appended; a denial (``PolicyDenied``, recorded as any
+        denial is, after the rollback) or no answer from the PDP rolls it all back, so no other worker ever
+        sees the lease. No claim is lost to a race (nothing to skip, nothing raised for it).
 
         With ``op_id``: a known id returns the wake its claim leased, exactly as it was then (or
         ``OperationConflict`` for another request: another worker, agent or lease)."""
@@ -148,27 +147,48 @@ class WakeCalls(WorldCore):
             leased = Wake.model_validate(stored.result)
             return self._write("claim_wake", decided_as(worker, "claim", leased), req, self._replayed_only,
                                Wake, op_id=op_id, cause=cause, caller=worker)  # answered from the ledger
+        targets = req.targets()
+        checked = self._checked_cause(cause)
+        if targets is not None and not targets:
+            return None
+        if getattr(self._planning_now, "batch", None) is not None:
+            raise InvalidInput("claim_wake", "a claim leases at once: it is never planned in a batch")
+        digest = request_hash("claim_wake", worker, req)
         now = self.clock.now_us()
-        for row in self._store.read.due_wakes(now, MAX_CLAIM_CANDIDATES, target_agents=req.targets()):
-            candidate = Wake.model_validate(row)
+        lease = WakeClaim(owner=worker, now_us=now, lease_until_us=now + round(req.lease_seconds * 1_000_000),
+                          targets=tuple(targets) if targets is not None else None)
+        denied: list[tuple[str, PolicyDenied]] = []
+
+        def decide(row: dict[str, Any], update: Update) -> WriteRequest:
+            """The claim of the leased ``row``, decided inside the claim's transaction."""
+            wake = Wake.model_validate(row)
+            actor = decided_as(worker, "claim", wake)
+            if op_id is not None and self._op_ids is not None and (refusal := self._op_ids(actor, op_id)):
+                raise InvalidInput("op_id", refusal)
+            plan = Plan("wake.claim", "wake", wake.wake_id, wake, [update], payload={"worker": worker},
+                        base_version=wake.version - 1, resulting_version=wake.version,
+                        checks=[Check("wake", wake.wake_id, "claim", row)])  # the row it is becoming
             try:
-                return self._write("claim_wake", decided_as(worker, "claim", candidate), req,
-                                   lambda now, row=row: self._plan_claim(worker, req, row, now),  # type: ignore[misc]
-                                   Wake, op_id=op_id, cause=cause, caller=worker)
-            except LOST_CLAIM:
-                continue  # another worker took it (and perhaps ran and acked it) first: the next candidate
-        return None
+                epoch = self._policy.authorize(actor, plan.checks)
+            except PolicyDenied as refusal:
+                denied.append((actor, refusal))
+                raise
+            event_id = self.ids.new("evt")  # ids drawn in the order every write draws them: evt, op
+            return self._request("claim_wake", actor, digest, plan, now, op_id=op_id or self.ids.new("op"),
+                                 cause=checked, epoch=epoch, event_id=event_id)
+
+        try:
+            outcome = self._door.claim_wake(lease, decide)
+        except PolicyDenied:
+            if denied and self._denials is not None:  # recorded after the rollback: its own write
+                actor, refusal = denied[-1]
+                self._denials(actor, "claim_wake", refusal)
+            raise
+        return None if outcome is None else Wake.model_validate(outcome.result)
 
     @staticmethod
     def _replayed_only(now: int) -> Plan:
         raise AssertionError("a known operation is answered from the ledger, never planned")
-
-    def _plan_claim(self, worker: str, req: ClaimWake, row: dict[str, Any], now: int) -> Plan:
-        """Lease the candidate ``row`` (as the due query read it) to ``worker``."""
-        attempts = int(row["attempts"]) + 1
-        return self._plan_wake_transition(worker, row, "claim", now, values={
-            "lease_owner": worker, "attempts": attempts,
-            "lease_until_us": now + round(req.lease_seconds * 1_000_000)}, payload={"worker": worker})
 
     def _plan_wake_transition(self, actor: str, row: dict[str, Any], action: str, now: int, *,
                               values: dict[str, Any] | None = None, extra: Sequence[Change] = (),
