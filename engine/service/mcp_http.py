@@ -83,16 +83,6 @@ class WorldTokenVerifier:
                            expires_at=expires, subject=principal.token_id)
 
 
-class _LazyDispatch:
-    """``service.dispatch``, looked up when a call is made (the service starts after the app is built)."""
-
-    def __init__(self, service: Service) -> None:
-        self.service = service
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.service.dispatch, name)
-
-
 def security_settings(allowed_hosts: set[str]) -> TransportSecuritySettings:
     """Host and Origin checks for the server's own names (any port), http and https."""
     hosts = sorted({h for name in allowed_hosts for h in (name, f"{name}:*")})
@@ -110,7 +100,7 @@ class McpEndpoint:
 
         self.service = service
         self.hub = SubscriptionHub()
-        backend = DispatchBackend(_LazyDispatch(service))  # type: ignore[arg-type]
+        backend = DispatchBackend(lambda: service.dispatch)
         self.server = build_server(backend, bearer_of, self.hub)
         self.manager = StreamableHTTPSessionManager(
             app=self.server, security_settings=security_settings(service.allowed_hosts),

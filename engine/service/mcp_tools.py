@@ -30,7 +30,7 @@ from typing import Any
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
 
-from engine.commands import COMMANDS, RUNTIME_CALLS
+from engine.commands import COMMANDS, RUNTIME_CALLS, parse
 from engine.errors import PMWError
 from engine.service.calls import WORLD_CALLS, WORLD_READS
 from engine.world import World
@@ -137,6 +137,25 @@ def _build() -> dict[str, ToolSpec]:
 TOOLS: Mapping[str, ToolSpec] = MappingProxyType(_build())
 
 
+def split_command(name: str, arguments: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A command tool's arguments as ``(the command's fields, the rest)``: the fields are what the command
+    model validates; the rest (``op_id``, a principal parameter, anything unknown) is left to the call's
+    binding (``engine.service.calls.bind``), which refuses what the call does not take."""
+    fields = COMMANDS[name].model_fields
+    return ({k: v for k, v in arguments.items() if k in fields},
+            {k: v for k, v in arguments.items() if k not in fields})
+
+
+def world_arguments(name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The World call's keyword arguments for tool ``name``: a command's fields validated by its model and
+    shaped for the World (``Command.arguments``: artifact content as bytes...), the rest as given; a read's
+    arguments as given (the World validates them). Bad input is ``InvalidInput`` naming the field."""
+    if name not in COMMANDS:
+        return dict(arguments)
+    fields, rest = split_command(name, arguments)
+    return {**parse(name, fields).arguments(), **rest}
+
+
 def error_payload(exc: PMWError) -> dict[str, Any]:
     """PMW's error as JSON values: ``code``, ``message``, ``exit_code`` and the error's fields."""
     from engine.service.wire import to_wire
@@ -161,4 +180,4 @@ def error_result(exc: PMWError) -> types.CallToolResult:
 
 
 __all__ = ["OP_ID_META_KEY", "RESULT_MEMBER", "TOOLS", "ToolSpec", "error_payload", "error_result",
-           "first_paragraph", "success_result"]
+           "first_paragraph", "split_command", "success_result", "world_arguments"]

@@ -39,7 +39,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 @pytest.fixture(scope="module")
 def tokens(served: Served) -> dict[str, str]:
-    caps = ["state.write", "task.create", "task.work"]
+    caps = ["state.write", "task.create", "task.work", "artifact.write"]
     return {name: served.add_agent(name, caps) for name in ("alice", "bob")}
 
 
@@ -94,6 +94,24 @@ def test_tools_list_is_the_registry_and_the_reads(served: Served, tokens: dict[s
         assert schema == TOOLS[name].input_schema
         assert tools[name].output_schema is not None and tools[name].output_schema["type"] == "object"
     assert "actor" not in tools["compare_and_set_state"].input_schema["properties"]
+
+
+#: the tools issue 11 names (pic-agent-call's set where the semantics match, and PMW's own)
+ISSUE_TOOLS = (
+    "register_agent", "unregister_agent", "get_agent",  # agents: register / unregister / status
+    "create_task", "list_tasks", "claim_task", "complete_task", "fail_task", "get_task",
+    "send_message", "unread", "claim_message", "ack_message",  # the channel
+    "allowed_actions", "project_world", "get_state", "compare_and_set_state",
+    "store_memory", "promote_memory", "review_memory", "claim_wake", "ack_wake",
+    "create_handoff", "accept_handoff", "complete_handoff", "discuss", "commit_answer", "distill_room",
+    "write_receipt", "get_receipt", "list_receipts", "register_artifact", "read_artifact",
+)
+
+
+def test_the_issues_tools_are_all_served() -> None:
+    assert set(ISSUE_TOOLS) <= set(TOOLS), sorted(set(ISSUE_TOOLS) - set(TOOLS))
+    for name in ISSUE_TOOLS:
+        assert TOOLS[name].description, name
 
 
 def test_a_call_answers_structured_content_and_a_conflict_its_code(served: Served, tokens: dict[str, str]) -> None:
@@ -323,3 +341,38 @@ def test_subscribing_to_another_agents_resource_is_not_permitted(served: Served,
         raise AssertionError("subscribed to another agent's resource")
     refused = with_client(served, tokens["alice"], work, mode=mode)
     assert refused.error.data["code"] == "not_permitted"
+
+
+def test_an_op_id_makes_a_write_safe_to_retry(served: Served, tokens: dict[str, str]) -> None:
+    """The same op id (in ``_meta`` or as the ``op_id`` argument) returns the first result and writes once."""
+    async def work(client: Client) -> list[Any]:
+        answers = []
+        for _ in range(2):
+            answers.append(await client.call_tool("create_task", {"goal": "retry me"},
+                                                  meta={"pmw/op_id": "mcp-op-1"}))
+        for _ in range(2):
+            answers.append(await client.call_tool("create_task", {"goal": "retry me too", "op_id": "mcp-op-2"}))
+        answers.append(await client.call_tool("list_tasks", {}))
+        return answers
+    first, again, second, second_again, listed = with_client(served, tokens["alice"], work)
+    assert not first.is_error and first.structured_content == again.structured_content
+    assert not second.is_error and second.structured_content == second_again.structured_content
+    assert first.structured_content["task_id"] != second.structured_content["task_id"]
+    goals = [t["goal"] for t in listed.structured_content["result"]]
+    assert goals.count("retry me") == 1 and goals.count("retry me too") == 1
+
+
+def test_an_artifact_is_registered_and_read_by_id_with_its_checksum(served: Served, tokens: dict[str, str]) -> None:
+    import hashlib
+
+    async def work(client: Client) -> tuple[Any, Any]:
+        made = await client.call_tool("register_artifact", {"artifact_type": "report", "content": "héllo mcp"})
+        read = await client.call_tool("read_artifact", {"artifact_id": made.structured_content["artifact_id"]})
+        return made, read
+    made, read = with_client(served, tokens["alice"], work)
+    assert not made.is_error, made.structured_content
+    digest = hashlib.sha256("héllo mcp".encode()).hexdigest()
+    assert made.structured_content["checksum"] == digest
+    assert not read.is_error, read.structured_content
+    assert read.structured_content["content"] == "héllo mcp"
+    assert read.structured_content["artifact"]["checksum"] == digest

@@ -77,11 +77,26 @@ def _check(tools: set[str], wrote: Any, stale: Any, listed: Any) -> None:
 
 
 def test_remote_stdio_serves_the_tools_through_the_server(served: Served) -> None:
-    token = served.add_agent("ann", ["state.write"])
+    token = served.add_agent("ann", ["state.write", "artifact.write", "task.create"])
     env = stdio_env(served, PMW_SERVER=served.url, PMW_TOKEN=token)
     _check(*with_stdio(env, _tools_and_calls))
     state = served.client(served.governor_token).call("world", "get_state", ("stdio",), {"actor": GOVERNOR})
     assert state.version == 1 and state.value == 1  # written on the server's world, as ann
+
+    async def more(client: Client) -> tuple[Any, Any, Any, Any, Any]:
+        made = await client.call_tool("register_artifact", {"artifact_type": "note", "content": "über"})
+        read = await client.call_tool("read_artifact", {"artifact_id": made.structured_content["artifact_id"]})
+        first = await client.call_tool("create_task", {"goal": "once"}, meta={"pmw/op_id": "stdio-op"})
+        again = await client.call_tool("create_task", {"goal": "once"}, meta={"pmw/op_id": "stdio-op"})
+        as_other = await client.call_tool("compare_and_set_state",
+                                          {"key": "x", "expected_version": 0, "value": 1, "actor": GOVERNOR})
+        return made, read, first, again, as_other
+    made, read, first, again, as_other = with_stdio(env, more)
+    assert not made.is_error and not read.is_error, (made.structured_content, read.structured_content)
+    assert read.structured_content["content"] == "über"
+    assert read.structured_content["artifact"]["checksum"] == made.structured_content["checksum"]
+    assert not first.is_error and first.structured_content == again.structured_content
+    assert as_other.is_error and as_other.structured_content["code"] == "not_permitted"
 
 
 def test_embedded_stdio_serves_the_tools_on_its_own_world(embedded: Served) -> None:
