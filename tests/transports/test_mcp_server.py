@@ -376,3 +376,11 @@ def test_an_artifact_is_registered_and_read_by_id_with_its_checksum(served: Serv
     assert not read.is_error, read.structured_content
     assert read.structured_content["content"] == "héllo mcp"
     assert read.structured_content["artifact"]["checksum"] == digest
+
+
+def test_the_docs_name_every_tool() -> None:
+    from tests.cli_support import REPO
+
+    text = (REPO / "docs" / "mcp.md").read_text()
+    missing = sorted(name for name in TOOLS if f"`{name}`" not in text)
+    assert missing == []
