@@ -31,7 +31,7 @@ from fastapi import FastAPI, Header, Path, Request
 from fastapi.responses import JSONResponse, Response
 
 from engine.commands import COMMANDS, parse
-from engine.errors import InvalidInput, PayloadTooLarge, PMWError
+from engine.errors import InvalidInput, NotFound, PayloadTooLarge, PMWError
 from engine.models.tokens import TokenPrincipal
 from engine.service.calls import CallSpec, bind
 from engine.service.http_app import bearer, body_of, problem
@@ -168,6 +168,11 @@ def mount(app: FastAPI, service: Service) -> None:
                           operation_id=route.operation_id, tags=[route.resource], name=route.operation_id,
                           summary=route.summary or None)
     app.state.rest_routes = routes
+
+    @app.post("/v1/actions/{command}", include_in_schema=False)
+    async def unknown_action(command: str) -> Response:
+        """A name that is not a command (runtime bookkeeping included) is 404, as nothing is looked up by it."""
+        return rest_problem(NotFound("command", command[:100]))
     document: dict[str, Any] = {}
 
     @app.get("/v1/openapi.json", include_in_schema=False)
