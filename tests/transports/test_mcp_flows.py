@@ -18,23 +18,27 @@ not only on the tools' answers:
 3. a wake delivered ten times (one idempotency key, before and after the run) is one wake row, one
    ``wake.issued`` event, one run, one effect and one receipt;
 15. an agent woken by a key it follows decides to do nothing: one receipt, decision and outcome
-   ``no_action``, with its reason, and no effect.
+   ``no_action``, with its reason, and no effect (over HTTP the wake is pushed to its resource subscription
+   first: no polling).
 """
 
 from __future__ import annotations
 
 import sys
 import time
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
-from mcp.client.session import ClientSession
+from mcp.client.session import ClientSession, MessageHandlerFnT
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPDeprecationWarning
 
 from store import Store
 from tests.service.support import GOVERNOR, Served
@@ -96,12 +100,14 @@ class McpAgent:
 
 
 @asynccontextmanager
-async def conversation(served: Served, transport: str, agent_id: str, token: str) -> AsyncIterator[McpAgent]:
-    """A new MCP session as ``agent_id`` (its ``token``) over ``transport``, initialized."""
+async def conversation(served: Served, transport: str, agent_id: str, token: str,
+                       on_message: MessageHandlerFnT | None = None) -> AsyncIterator[McpAgent]:
+    """A new MCP session as ``agent_id`` (its ``token``) over ``transport``, initialized (``on_message``:
+    the session's handler of what the server sends unasked, notifications included)."""
     if transport == "http":
         async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http, \
                 streamable_http_client(served.url + "/mcp", http_client=http) as (read, write), \
-                ClientSession(read, write) as session:
+                ClientSession(read, write, message_handler=on_message) as session:
             await session.initialize()
             yield McpAgent(session, agent_id)
         return
@@ -110,7 +116,8 @@ async def conversation(served: Served, transport: str, agent_id: str, token: str
     params = StdioServerParameters(command=sys.executable, args=["-m", "engine.cli", "mcp"], env=env,
                                    cwd=str(served.root))
     with (served.root / f"mcp-{agent_id}.err").open("a") as errlog:
-        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+        async with stdio_client(params, errlog=errlog) as (read, write), \
+                ClientSession(read, write, message_handler=on_message) as session:
             await session.initialize()
             yield McpAgent(session, agent_id)
 
@@ -362,12 +369,22 @@ def test_mvp15_an_agent_woken_over_mcp_with_nothing_to_do_leaves_a_no_action_rec
     """MVP 15 over MCP: the watcher follows a key (``subscribe``); a writer sets it; the controller wakes
     the watcher (``subscriber``); the watcher reads its projection, decides nothing needs doing and acks
     ``no_action`` with its reason. Its wake ends in exactly one receipt, decision and outcome ``no_action``,
-    and it wrote nothing."""
+    and it wrote nothing. Over streamable HTTP the watcher does not poll: it subscribes to its projection
+    resource and is told (``notifications/resources/updated``) when the wake is queued, then claims it
+    (a ``pmw mcp`` on a server does not forward notifications, so over stdio it polls ``claim_wake``)."""
     writer, watcher = f"writer-{transport}", f"watcher-{transport}"
     writer_token = served.add_agent(writer, ["state.write"])
     watcher_token = served.add_agent(watcher, ["state.write"])
     key = f"weather-{transport}"
+    uri = f"pmw://agents/{watcher}/projection"
     ids: dict[str, str] = {}
+    told: list[str] = []
+    updated = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            told.append(message.params.uri)
+            updated.set()
 
     async def follow() -> None:
         async with conversation(served, transport, watcher, watcher_token) as agent:
@@ -378,7 +395,15 @@ def test_mvp15_an_agent_woken_over_mcp_with_nothing_to_do_leaves_a_no_action_rec
             await agent.call("compare_and_set_state", key=key, expected_version=0, value="sunny")
 
     async def watch() -> None:
-        async with conversation(served, transport, watcher, watcher_token) as agent:
+        async with conversation(served, transport, watcher, watcher_token, on_message) as agent:
+            if transport == "http":
+                with warnings.catch_warnings():  # resources/subscribe: the handshake era's (2026-07-28 has listen)
+                    warnings.simplefilter("ignore", MCPDeprecationWarning)
+                    await agent.session.subscribe_resource(uri)
+            await write()                                  # another agent, another session
+            if transport == "http":
+                with anyio.fail_after(WAKE_TIMEOUT_S):
+                    await updated.wait()                   # pushed: the wake is queued
             wake = await agent.next_wake("subscriber")
             ids["wake"] = wake["wake_id"]
             view = await agent.view()
@@ -388,9 +413,10 @@ def test_mvp15_an_agent_woken_over_mcp_with_nothing_to_do_leaves_a_no_action_rec
             assert (receipt["decision"], receipt["outcome"]) == ("no_action", "no_action")
 
     run_flow(follow)
-    run_flow(write)
     run_flow(watch)
 
+    if transport == "http":
+        assert told and set(told) == {uri}
     wake = one(rows(served, "wakes", wake_id=ids["wake"]))
     assert (wake["target_agent"], wake["cause"], wake["status"]) == (watcher, "subscriber", "acked")
     receipt = one(rows(served, "receipts", wake_id=ids["wake"]))
