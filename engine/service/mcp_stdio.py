@@ -5,7 +5,8 @@ resources), with the process's token as every request's token:
 
 - :func:`serve_remote`: a running ``pmw serve`` (``PMW_SERVER`` / ``--server``); each call is a call of
   its ``/v1/world/{call}`` API (``engine.service.mcp_backend.RemoteBackend``), errors keeping the server's
-  code. Wake notifications are not forwarded on this path (connect to ``/mcp`` over HTTP for them).
+  code; wake notifications come from the agent's wake stream on the server
+  (``engine.service.mcp_remote_feed``).
 - :func:`serve_embedded`: no server configured: the world of the settings is opened here
   (``engine.runtime.Runtime``, its own supervised PDP), the token (``PMW_TOKEN``) is authenticated against
   it, every call goes through a :class:`~engine.service.dispatch.Dispatcher`, and a wake feed
@@ -52,11 +53,17 @@ def serve_remote(server: str, token: str | None) -> None:
     """Serve the tools of the ``pmw serve`` at ``server`` as ``token``'s agent."""
     if not token:
         raise Unauthenticated("no token: set PMW_TOKEN (or `pmw login` against the server)")
+    from engine.service.mcp_remote_feed import RemoteWakeFeed
+
     backend = RemoteBackend(server)
 
     async def main() -> None:
-        await backend.agent_of(token)  # a refused token fails here, before any message is read
-        await serve_stdio(backend, token)
+        agent = await backend.agent_of(token)  # a refused token fails here, before any message is read
+        feed = RemoteWakeFeed(server, token, agent)
+        try:
+            await serve_stdio(backend, token, feed)
+        finally:
+            await anyio.to_thread.run_sync(feed.stop)
     anyio.run(main)
 
 

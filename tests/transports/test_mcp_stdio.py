@@ -104,11 +104,12 @@ def test_embedded_stdio_serves_the_tools_on_its_own_world(embedded: Served) -> N
     _check(*with_stdio(env, _tools_and_calls))
 
 
-def test_embedded_stdio_tells_a_subscriber_of_its_agents_wake(embedded: Served) -> None:
+def _told(env: dict[str, str], uri: str, queue: Callable[[Client], Awaitable[Any]], wait_s: float
+          ) -> tuple[Any, list[str]]:
+    """Subscribe to ``uri`` over stdio, run ``queue``, and collect the resource-updated URIs told within
+    ``wait_s`` of it."""
     from mcp.shared.exceptions import MCPDeprecationWarning
 
-    env = stdio_env(embedded, PMW_TOKEN=embedded.governor_token)
-    uri = f"pmw://agents/{GOVERNOR}/projection"
     seen: list[str] = []
     got = anyio.Event()
 
@@ -121,12 +122,40 @@ def test_embedded_stdio_tells_a_subscriber_of_its_agents_wake(embedded: Served) 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             await client.subscribe_resource(uri)
-        queued = await client.call_tool("enqueue_wake", {"target_agent": GOVERNOR, "cause": "stdio-test",
-                                                         "idempotency_key": "stdio-1"})
-        with anyio.move_on_after(20):
+        await anyio.sleep(2.0)  # the wake stream is open well before the wake is queued
+        queued = await queue(client)
+        with anyio.move_on_after(wait_s):
             await got.wait()
         return queued
-    queued = with_stdio(env, work, mode="legacy", message_handler=handler)
+    return with_stdio(env, work, mode="legacy", message_handler=handler), seen
+
+
+def test_remote_stdio_tells_a_subscriber_of_its_agents_wake_only(served: Served) -> None:
+    token = served.add_agent("cy", [])
+    served.add_agent("dee", [])
+    env = stdio_env(served, PMW_SERVER=served.url, PMW_TOKEN=token)
+    uri = "pmw://agents/cy/projection"
+
+    def enqueue(agent: str, key: str) -> Callable[[Client], Awaitable[Any]]:
+        async def queue(_client: Client) -> Any:
+            return await anyio.to_thread.run_sync(lambda: served.client(served.governor_token).call(
+                "world", "enqueue_wake", (), {"target_agent": agent, "cause": "stdio", "idempotency_key": key,
+                                              "actor": GOVERNOR}))
+        return queue
+    _queued, other = _told(env, uri, enqueue("dee", "remote-other"), 2.0)
+    assert other == [], "told of another agent's wake"
+    _queued, own = _told(env, uri, enqueue("cy", "remote-own"), 20.0)
+    assert own and own[0] == uri
+
+
+def test_embedded_stdio_tells_a_subscriber_of_its_agents_wake(embedded: Served) -> None:
+    env = stdio_env(embedded, PMW_TOKEN=embedded.governor_token)
+    uri = f"pmw://agents/{GOVERNOR}/projection"
+
+    async def queue(client: Client) -> Any:
+        return await client.call_tool("enqueue_wake", {"target_agent": GOVERNOR, "cause": "stdio-test",
+                                                       "idempotency_key": "stdio-1"})
+    queued, seen = _told(env, uri, queue, 20.0)
     assert not queued.is_error, queued.structured_content
     assert seen and seen[0] == uri
 
