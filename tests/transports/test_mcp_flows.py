@@ -165,10 +165,12 @@ def governor(served: Served, name: str, **arguments: Any) -> Any:
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_mvp01_a_new_mcp_session_resumes_the_task_from_the_world(served: Served, transport: str) -> None:
     """MVP 1 over MCP: conversation 1 creates and claims a task, writes the first section's progress and a
-    private note, and ends (its MCP session closes; over stdio its ``pmw mcp`` process exits). The governor
-    comments on the task; the controller wakes Alice (its owner, who follows it). Conversation 2 (a new
-    session, a new process over stdio, nothing carried over) claims that wake, finds in its projection the
-    progress and the note the first wrote, finishes the remaining sections, completes the task and acks."""
+    private note, and ends (it detaches its PMW session, so Alice is offline, and its MCP session closes;
+    over stdio its ``pmw mcp`` process exits). The governor comments on the task; the controller wakes Alice
+    (its owner, who follows it). Conversation 2 (a new MCP session, a new process over stdio, nothing
+    carried over) registers a new PMW session on another terminal for the same identity, claims that wake,
+    finds in its projection the progress and the note the first wrote, finishes the remaining sections,
+    completes the task and acks."""
     alice = f"alice-{transport}"
     token = served.add_agent(alice, ["state.write", "task.create", "task.work", "memory.write"])
     ids: dict[str, str] = {}
@@ -186,9 +188,17 @@ def test_mvp01_a_new_mcp_session_resumes_the_task_from_the_world(served: Served,
             note = await agent.call("store_memory", content="the figures come from the Q3 sheet",
                                     epistemic_type="observation")
             ids["note"] = note["memory_id"]
+            (session,) = await agent.call("resolve_target", target=f"term:t-{alice}")
+            ids["old_session"] = session["session_id"]
+            await agent.call("detach_session", target=f"term:t-{alice}")   # the conversation ends: offline
 
     async def second() -> None:
         async with conversation(served, transport, alice, token) as agent:
+            assert (await agent.call("get_agent", agent_id=alice))["status"] == "offline"
+            reg = await agent.call("register_agent", agent_id=alice, display_name="Alice", role_id="worker",
+                                   term_key=f"t-{alice}-2")              # a new conversation, the same identity
+            ids["new_session"] = reg["session"]["session_id"]
+            await agent.call("activate_session", target=f"session:{ids['new_session']}")
             wake = await agent.next_wake("task_owner", "subscriber")
             view = await agent.view(task_id=ids["task"])
             key = f"report:{ids['task']}"
@@ -228,6 +238,13 @@ def test_mvp01_a_new_mcp_session_resumes_the_task_from_the_world(served: Served,
     assert set(wake["payload"]) <= WAKE_PAYLOAD_KEYS                                   # no transcript
     receipt = one(rows(served, "receipts", wake_id=ids["wake"]))
     assert (receipt["agent_id"], receipt["decision"], receipt["outcome"]) == (alice, "act", "acted")
+    sessions = {r["session_id"]: (r["term_key"], r["status"]) for r in rows(served, "sessions", agent_id=alice)}
+    assert sessions == {ids["old_session"]: (f"t-{alice}", "offline"),
+                        ids["new_session"]: (f"t-{alice}-2", "active")}
+    agent_row = one(rows(served, "agents", agent_id=alice))
+    assert agent_row["status"] == "active"
+    assert agent_row["capability_profile"] == {"capabilities": ["memory.write", "state.write", "task.create",
+                                                                "task.work"]}   # kept across conversations
 
 
 # -- MVP 2 --------------------------------------------------------------------------------------------------
