@@ -24,6 +24,8 @@ from store.database import Database
 from store.schema import (
     OPERATIONS_VIEW,
     RECENCY_INDEXES,
+    ROOM_EVENTS_INDEX,
+    SUBJECT_INDEX_BEFORE_8,
     TABLES,
     agent_tokens,
     approvals,
@@ -80,6 +82,11 @@ def _recency_indexes(conn: Connection) -> None:
         index.create(conn, checkfirst=True)
 
 
+def _room_events_index(conn: Connection) -> None:
+    conn.execute(text(f"DROP INDEX IF EXISTS {SUBJECT_INDEX_BEFORE_8}"))
+    ROOM_EVENTS_INDEX.create(conn, checkfirst=True)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema: world tables, events (the operations ledger), snapshots", _initial_schema),
     Migration(2, "policy epochs: the policy set every decision must have been taken under", _policy_epochs),
@@ -91,6 +98,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               _policy_activations),
     Migration(7, "agent tokens: issued, expiring, revocable credentials, stored as a hash of the secret",
               _agent_tokens),
+    Migration(8, "events: the subject index for room events only (the reads that use it); other commits skip it",
+              _room_events_index),
 )
 
 
@@ -148,6 +157,39 @@ def require_supported(db: Database) -> int:
     return found
 
 
+def index_definitions(db: Database, table: str) -> dict[str, str]:
+    """The indexes of ``table`` as the database holds them: name -> definition (SQLite: its ``CREATE``
+    statement, ``None`` text for a UNIQUE constraint's own; PostgreSQL: ``pg_indexes.indexdef``)."""
+    sql = ("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = :t" if db.dialect == "sqlite"
+           else "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = :t")
+    with db.read() as conn:
+        return {str(name): str(definition) for name, definition in conn.execute(text(sql), {"t": table})}
+
+
+def room_events_plan(db: Database, room_id: str) -> str:
+    """The database's plan for the newest events of room ``room_id`` (the reads of a room's discussion and
+    last activity), as text; on PostgreSQL with sequential scans off (a small table: whether an index CAN
+    serve it)."""
+    query = ("SELECT seq FROM events WHERE subject_kind = 'room' AND subject_id = :r "
+             "AND event_type = 'room.discussed' ORDER BY seq DESC LIMIT 5")
+    with db.read() as conn:
+        if db.dialect == "sqlite":
+            rows = conn.execute(text("EXPLAIN QUERY PLAN " + query), {"r": room_id})
+        else:
+            conn.execute(text("SET LOCAL enable_seqscan = off"))
+            rows = conn.execute(text("EXPLAIN " + query), {"r": room_id})
+        return "\n".join(" ".join(map(str, r)) for r in rows)
+
+
+def as_before_8(db: Database) -> None:
+    """Give a database at schema 7 the events indexes PMW before migration 8 left (``ix_events_subject``, no
+    ``ix_events_room``): a world as the previous schema wrote it, for the tests of migration 8."""
+    with db.write() as conn:
+        conn.execute(text(f"DROP INDEX IF EXISTS {ROOM_EVENTS_INDEX.name}"))
+        conn.execute(text(f"CREATE INDEX IF NOT EXISTS {SUBJECT_INDEX_BEFORE_8} ON events (subject_kind, subject_id)"))
+
+
 LATEST = MIGRATIONS[-1].version
 
-__all__ = ["LATEST", "MIGRATIONS", "Migration", "current_version", "migrate", "require_supported"]
+__all__ = ["LATEST", "MIGRATIONS", "Migration", "as_before_8", "current_version", "index_definitions", "migrate",
+           "require_supported", "room_events_plan"]

@@ -70,7 +70,7 @@ events = Table(
     Column("policy_epoch", String(100)),
     Column("topology_version", BigInteger),
     Column("created_at_us", BigInteger, nullable=False),
-    Index("ix_events_subject", "subject_kind", "subject_id"),
+    # (the subject index is for room events only: ROOM_EVENTS_INDEX, migration 8)
     Index("ix_events_correlation", "correlation_id", sqlite_where=text("correlation_id IS NOT NULL"),
           postgresql_where=text("correlation_id IS NOT NULL")),
 )
@@ -519,6 +519,16 @@ RECENCY_INDEXES = (
     Index("ix_state_entries_updated", state_entries.c.updated_at_us),
     Index("ix_memory_updated", memory.c.updated_at_us),
 )
+
+# -- migration 8: the events' subject index only where a query reads it ----------------------------------
+# The only reads of events by subject are a room's (its discussion, its last activity: subject_kind 'room',
+# newest first). Migration 1 indexed every event by (subject_kind, subject_id): one more b-tree written by
+# every commit (a state compare-and-set included) for rows no query looks up. Migration 8 replaces it with
+# this partial index: room events only, by room and log position (ORDER BY seq DESC walks it). Attached to
+# the table, so a new database gets it with migration 1.
+SUBJECT_INDEX_BEFORE_8 = "ix_events_subject"
+ROOM_EVENTS_INDEX = Index("ix_events_room", events.c.subject_id, events.c.seq,
+                          sqlite_where=text("subject_kind = 'room'"), postgresql_where=text("subject_kind = 'room'"))
 
 # The operations ledger, as a view of the log (each operation appends exactly one event).
 OPERATIONS_VIEW = ("CREATE VIEW IF NOT EXISTS operations AS SELECT op_id, command, request_hash, actor_id, "
