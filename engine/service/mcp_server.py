@@ -110,7 +110,7 @@ def build_server(backend: McpBackend, token_of: TokenOf, hub: SubscriptionHub | 
             agent = await hub.check_uri(backend, token_of(ctx), params.uri)
         except PMWError as exc:
             raise mcp_error(exc) from None
-        hub.subscribe_session(ctx.session, agent, params.uri)
+        hub.subscribe_session(ctx.session, agent, params.uri, backend=backend, token=token_of(ctx))
         return types.EmptyResult()
 
     async def unsubscribe(ctx: ServerRequestContext[Any, Any],
@@ -120,12 +120,13 @@ def build_server(backend: McpBackend, token_of: TokenOf, hub: SubscriptionHub | 
 
     async def listen(ctx: ServerRequestContext[Any, Any],
                      params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
+        token = token_of(ctx)
         try:
             for uri in params.notifications.resource_subscriptions or ():
-                await hub.check_uri(backend, token_of(ctx), uri)
+                await hub.check_uri(backend, token, uri)
+            return await hub.listen(backend, token, ctx, params)
         except PMWError as exc:
             raise mcp_error(exc) from None
-        return await hub.listen_handler(ctx, params)
 
     server: Server[Any] = Server(
         SERVER_NAME, version=version, title="PMW", instructions=INSTRUCTIONS,

@@ -384,3 +384,26 @@ def test_the_docs_name_every_tool() -> None:
     text = (REPO / "docs" / "mcp.md").read_text()
     missing = sorted(name for name in TOOLS if f"`{name}`" not in text)
     assert missing == []
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_a_revoked_subscriber_is_told_nothing_more(served: Served, tokens: dict[str, str], mode: str) -> None:
+    """A subscription made before its token was revoked hears of no wake after: the session's token is
+    checked before each notification, a listen stream's every half second (the stream then ends)."""
+    from mcp.client.subscriptions import SubscriptionLost
+
+    token = served.issue("alice")
+    token_id = whoami(served, token)["token_id"]
+    uri = "pmw://agents/alice/projection"
+
+    def revoke_then_queue() -> None:
+        served.client(served.governor_token).call("world", "revoke_token", (), {"token_id": token_id,
+                                                                                 "actor": "gov"})
+        time.sleep(1.5)  # past a listen stream's recheck
+        enqueue_for(served, "alice", f"after-revoke-{mode}")
+    try:
+        seen = _updates_while(served, token, uri, revoke_then_queue, mode=mode, wait_s=3.0)
+    except* (MCPError, SubscriptionLost) as ended:  # the listen stream ended with the token's refusal
+        assert mode == "auto", ended
+        seen = []
+    assert seen == [], "a revoked token's subscription was told of a wake"
