@@ -165,3 +165,19 @@ def test_the_rebinding_scenario_reached_the_server_as_sent(conformance: Conforma
     url = conformance.served.url + "/mcp"
     assert 400 <= _initialize(url, conformance.token, REBINDING_HOST) < 500
     assert _initialize(url, conformance.token, None) == 200
+
+
+def test_the_two_fixture_tool_scenarios_that_pass_see_pmws_not_found_error(conformance: Conformance) -> None:
+    """Honest accounting: ``tools-call-simple-text`` and ``tools-call-error`` call the suite's fixture
+    tools (``test_simple_text``, ``test_error_handling``), which PMW does not have. They pass on PMW's answer
+    to an unknown tool, an ``isError`` result whose text and ``structuredContent`` are PMW's ``not_found``
+    error: the error path is what they exercise (``tools-call-simple-text`` checks only that a text item
+    came back). If either ever passes on anything else, this test says so."""
+    for scenario, tool in (("tools-call-simple-text", "test_simple_text"), ("tools-call-error", "test_error_handling")):
+        assert scenario in conformance.run.passed
+        (check,) = conformance.run.checks[scenario]
+        result = check["details"]["result"]
+        assert result["isError"] is True
+        assert {k: result["structuredContent"][k] for k in ("code", "kind", "id")} == {
+            "code": "not_found", "kind": "tool", "id": tool}
+        assert json.loads(result["content"][0]["text"])["code"] == "not_found"
