@@ -37,6 +37,8 @@ class RemoteError(PMWError):
         exit_code = problem.get("exit_code")
         self.remote_exit = exit_code if isinstance(exit_code, int) and 1 <= exit_code <= 125 else 1
         self.fields = {k: v for k, v in problem.items() if k not in _PROBLEM_MEMBERS}
+        #: the problem document as sent (``engine.client.errors`` rebuilds the typed error from it)
+        self.problem = dict(problem)
 
     @property  # the server's code, per instance
     def code(self) -> str:  # type: ignore[override]

@@ -29,6 +29,10 @@ RESUMABLE = frozenset({"overflow", "feed_stopped", "closed", "policy_unavailable
 READ_TIMEOUT_S = 30.0
 
 
+class _Waited(Exception):
+    """Internal: ``wait_s`` passed without a wake."""
+
+
 @dataclass(frozen=True)
 class SseEvent:
     """One server-sent event: its ``event`` type, ``data`` (lines joined by newlines) and ``id``."""
@@ -104,10 +108,14 @@ class WakeStream:
     ``engine.models.wakes.Wake`` with ``models=True``). :attr:`last_seq` is the log position of the last wake
     given (pass it as ``after_seq`` to resume in a later process). Reconnects at most ``max_reconnects``
     times in a row (waiting ``backoff_s`` between tries) before raising the last error; :meth:`close` ends it.
+    With ``wait_s``, ``next`` raises ``TimeoutError`` when no wake came within that many seconds (looked at
+    on every line the server sends: its heartbeats come every few seconds); the next ``next`` reconnects
+    after :attr:`last_seq`, so nothing is lost.
     """
 
     def __init__(self, client: ServerClient, agent_id: str, *, after_seq: int | None = None, models: bool = True,
-                 max_reconnects: int = 20, backoff_s: float = 0.2, read_timeout_s: float = READ_TIMEOUT_S) -> None:
+                 max_reconnects: int = 20, backoff_s: float = 0.2, read_timeout_s: float = READ_TIMEOUT_S,
+                 wait_s: float | None = None) -> None:
         if after_seq is not None and (isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < 0):
             raise InvalidInput("after_seq", "must be a log position: an integer >= 0")
         self.client = client
@@ -117,6 +125,8 @@ class WakeStream:
         self.max_reconnects = max_reconnects
         self.backoff_s = backoff_s
         self.read_timeout_s = read_timeout_s
+        self.wait_s = wait_s
+        self._deadline: float | None = None
         #: how many times the stream was opened again after a drop
         self.reconnects = 0
         self._conn: http.client.HTTPConnection | None = None
@@ -126,28 +136,33 @@ class WakeStream:
     def __iter__(self) -> WakeStream:
         return self
 
+    def open(self) -> WakeStream:
+        """Connect now (else the first ``next`` does): wakes queued from this call on are delivered. The
+        server's refusal is raised here as its typed error."""
+        if self._events is None and not self._closed:
+            self._connect()
+        return self
+
     def __next__(self) -> Any:
         failures = 0
+        self._deadline = None if self.wait_s is None else time.monotonic() + self.wait_s
         while not self._closed:
             try:
                 if self._events is None:
                     self._connect()
                 assert self._events is not None
                 for event in self._events:
-                    if event.event == "ready" and event.id is not None and self.last_seq is None:
-                        self.last_seq = int(event.id)  # a fresh stream: resume from where it began
-                    elif event.event == "wake" and event.id is not None:
+                    if event.event == "wake" and event.id is not None:
                         self.last_seq = int(event.id)
                         return self._wake(event.json())
-                    elif event.event == "end":
-                        end = event.json()
-                        code = str(end.get("code"))
-                        if code not in RESUMABLE:
-                            self.close()
-                            raise typed_error(RemoteError({"code": code, "detail": end.get("reason")}))
+                    if event.event == "end":
+                        self._ended(event)
                         break
                 self._drop()
                 failures += 1
+            except _Waited:
+                self._drop()  # the next call reconnects after last_seq: nothing is lost
+                raise TimeoutError(f"no wake for {self.agent_id!r} within {self.wait_s} s") from None
             except (ServerUnreachable, OSError, http.client.HTTPException) as exc:
                 self._drop()
                 failures += 1
@@ -163,10 +178,37 @@ class WakeStream:
             time.sleep(self.backoff_s)
         raise StopIteration
 
+    def _ended(self, event: SseEvent) -> None:
+        """An ``end`` event: a resumable one is left to the reconnect; any other is raised, typed."""
+        end = event.json()
+        code = str(end.get("code"))
+        if code not in RESUMABLE:
+            self.close()
+            raise typed_error(RemoteError({"code": code, "detail": end.get("reason")}))
+
     def _connect(self) -> None:
+        """Open the stream and read up to its ``ready`` event (a fresh stream's position becomes
+        :attr:`last_seq`, so a reconnect resumes from where it began)."""
         self._conn, response = open_stream(self.client, self.agent_id, self.last_seq,
                                            read_timeout_s=self.read_timeout_s)
-        self._events = parse_events(iter(response.readline, b""))
+        self._events = parse_events(self._lines(response))
+        for event in self._events:
+            if event.event == "ready":
+                if event.id is not None and self.last_seq is None:
+                    self.last_seq = int(event.id)
+                return
+            if event.event == "end":
+                self._drop()
+                self._ended(event)
+                raise ServerUnreachable(self.client.server, f"the wake stream ended at once: {event.data}")
+        self._drop()
+        raise ServerUnreachable(self.client.server, "the wake stream closed before it was ready")
+
+    def _lines(self, response: http.client.HTTPResponse) -> Iterator[bytes]:
+        while line := response.readline():
+            if self._deadline is not None and time.monotonic() > self._deadline:
+                raise _Waited
+            yield line
 
     def _wake(self, data: Any) -> Any:
         if not self.models:
@@ -186,7 +228,7 @@ class WakeStream:
         self._drop()
 
     def __enter__(self) -> WakeStream:
-        return self
+        return self.open()
 
     def __exit__(self, *exc: object) -> None:
         self.close()
