@@ -39,7 +39,7 @@ from pathlib import Path
 import pytest
 
 from tests.service.support import Served
-from tests.transports.conformance_proxy import TokenProxy
+from tests.transports.conformance_proxy import TokenProxy, rewrite_head
 from tests.transports.conformance_suite import (
     SuiteRun,
     load_baseline,
@@ -181,3 +181,20 @@ def test_the_two_fixture_tool_scenarios_that_pass_see_pmws_not_found_error(confo
         assert {k: result["structuredContent"][k] for k in ("code", "kind", "id")} == {
             "code": "not_found", "kind": "tool", "id": tool}
         assert json.loads(result["content"][0]["text"])["code"] == "not_found"
+
+
+def test_the_proxy_replaces_the_token_and_keeps_every_other_header_as_sent() -> None:
+    head = (b"POST /mcp HTTP/1.1\r\nHost: evil.example.com\r\nOrigin: http://evil.example.com\r\n"
+            b"authorization: Bearer someone-else\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\n"
+            b"Content-Type: application/json\r\nMcp-Session-Id: abc\r\n\r\n")
+    forwarded, seen = rewrite_head(head, "the-token")
+    lines = forwarded.split(b"\r\n")
+    assert lines[:3] == [b"POST /mcp HTTP/1.1", b"Host: evil.example.com", b"Origin: http://evil.example.com"]
+    assert b"Content-Type: application/json" in lines and b"Mcp-Session-Id: abc" in lines
+    assert [line for line in lines if line.lower().startswith((b"authorization", b"connection", b"keep-alive"))] == [
+        b"Authorization: Bearer the-token", b"Connection: close"]
+    assert forwarded.endswith(b"\r\n\r\n")
+    assert (seen.method, seen.target, seen.host, seen.origin) == (
+        "POST", "/mcp", "evil.example.com", "http://evil.example.com")
+    with pytest.raises(ValueError, match="not an HTTP"):
+        rewrite_head(b"GARBAGE\r\n\r\n", "t")
