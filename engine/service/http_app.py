@@ -224,6 +224,12 @@ def build_app(service: Service) -> FastAPI:
     async def refused_parameter(_request: Request, exc: RequestValidationError) -> Response:
         return problem(invalid_from_request(exc))  # FastAPI's 422 is PMW's 400 invalid_input
 
+    @app.exception_handler(Exception)
+    async def unexpected(_request: Request, exc: Exception) -> Response:
+        """A bug (an error that is no PMW error): 500 as a problem document that shows nothing of it (the
+        server's log has the traceback)."""
+        return problem(PMWError(f"internal error ({type(exc).__name__}); see the server's log"))
+
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> Response:
         """Any other HTTP error of the framework (405 a method the route does not take, ...) as a problem
