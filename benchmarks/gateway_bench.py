@@ -306,6 +306,7 @@ class Result:
     rates: list[float] = field(default_factory=list)  # commits per wall-clock second, one per round
     cpu_rates: list[float] = field(default_factory=list)  # commits per CPU second of this process
     bytes_per_commit: float | None = None  # database size (after a WAL checkpoint) / commits, round 1
+    frames_per_commit: float | None = None  # WAL frames (pages) each commit appends, round 1 (FRAME_COMMITS)
 
     @property
     def median(self) -> float:
@@ -326,10 +327,26 @@ def _db_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
 
 
-def _time_round(spec: Spec, commits: int, warmup: int) -> tuple[float, float, float]:
-    """One round on a fresh database: warm-up, then ``commits`` timed commits.
+FRAME_COMMITS = 100  # commits whose WAL frames are counted (fewer frames than any contender's autocheckpoint)
 
-    Returns (commits per wall-clock second, commits per CPU second, database bytes per commit)."""
+
+def _wal_frames(path: Path, *, restart: bool) -> int:
+    """The frames in the WAL of ``path`` (``restart``: checkpoint and truncate it first, then 0)."""
+    conn = sqlite3.connect(path)
+    try:
+        row = conn.execute(f"PRAGMA wal_checkpoint({'TRUNCATE' if restart else 'PASSIVE'})").fetchone()
+    finally:
+        conn.close()
+    return 0 if restart else int(row[1])
+
+
+def _time_round(spec: Spec, commits: int, warmup: int) -> tuple[float, float, float, float]:
+    """One round on a fresh database: warm-up, then ``commits`` timed commits, then :data:`FRAME_COMMITS`
+    untimed ones whose WAL frames are counted (the pages a commit writes: a deterministic measure of its
+    storage cost, what the b-trees it touches decide).
+
+    Returns (commits per wall-clock second, commits per CPU second, database bytes per commit, WAL frames per
+    commit)."""
     directory = Path(tempfile.mkdtemp(prefix=f"pmw-bench-{spec.key}-"))
     try:
         contender = spec.factory(directory)
@@ -345,12 +362,16 @@ def _time_round(spec: Spec, commits: int, warmup: int) -> tuple[float, float, fl
             held = contender.committed() - base
             if held != warmup + commits:
                 raise RuntimeError(f"{spec.key}: expected {warmup + commits} commits, the database holds {held}")
+            contender.prepare(FRAME_COMMITS)
+            _wal_frames(contender.path, restart=True)
+            contender.run(FRAME_COMMITS)
+            frames = _wal_frames(contender.path, restart=False) / FRAME_COMMITS
         finally:
             contender.close()
         size = _db_bytes(contender.path)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    return commits / elapsed, commits / max(cpu, 1e-9), size / (warmup + commits)
+    return commits / elapsed, commits / max(cpu, 1e-9), size / (warmup + commits + FRAME_COMMITS), frames
 
 
 def run_rates(commits: int, rounds: int, warmup: int, with_langgraph: bool) -> dict[str, Result]:
@@ -359,12 +380,12 @@ def run_rates(commits: int, rounds: int, warmup: int, with_langgraph: bool) -> d
     for r in range(rounds):
         order = specs[r % len(specs):] + specs[:r % len(specs)]  # rotate so no contender always goes first
         for spec in order:
-            rate, cpu_rate, per_commit = _time_round(spec, commits, warmup)
+            rate, cpu_rate, per_commit, frames = _time_round(spec, commits, warmup)
             result = results[spec.key]
             result.rates.append(rate)
             result.cpu_rates.append(cpu_rate)
             if result.bytes_per_commit is None:
-                result.bytes_per_commit = per_commit
+                result.bytes_per_commit, result.frames_per_commit = per_commit, frames
             print(f"  round {r + 1}/{rounds}  {spec.label:<40} {rate:>10,.0f} commits/s", flush=True)
     return results
 
@@ -539,18 +560,20 @@ def print_report(results: dict[str, Result], verdicts: dict[str, dict[str, Any]]
     print(f"Write-gateway benchmark: {args.rounds} rounds x {args.commits:,} commits per contender "
           f"(after {args.warmup} warm-up), fresh SQLite file, WAL, synchronous=NORMAL, one transaction per commit")
     print(f"{'contender':<42}{'median/s':>10}{'min/s':>9}{'max/s':>9}{'us/commit':>11}{'of floor':>10}"
-          f"{'CPU-s rate':>12}{'of floor':>10}{'B/commit':>10}")
-    print("-" * 123)
+          f"{'CPU-s rate':>12}{'of floor':>10}{'B/commit':>10}{'frames':>8}")
+    print("-" * 131)
     for r in results.values():
         per = f"{r.bytes_per_commit:,.0f}" if r.bytes_per_commit is not None else "-"
+        frames = f"{r.frames_per_commit:.2f}" if r.frames_per_commit is not None else "-"
         print(f"{r.label:<42}{r.median:>10,.0f}{min(r.rates):>9,.0f}{max(r.rates):>9,.0f}"
               f"{1e6 / r.median:>11.1f}{r.median / floor.median:>10.1%}"
-              f"{r.cpu_median:>12,.0f}{r.cpu_median / floor.cpu_median:>10.1%}{per:>10}")
+              f"{r.cpu_median:>12,.0f}{r.cpu_median / floor.cpu_median:>10.1%}{per:>10}{frames:>8}")
     if "langgraph_put" not in results:
         print(LANGGRAPH_MISSING)
     print("(median/s: commits per wall-clock second; CPU-s rate: commits per CPU second of the benchmark process,")
     print(" steadier on a busy machine but blind to I/O waits; B/commit: database size after a WAL checkpoint")
-    print(" divided by commits, i.e. the space each commit costs)")
+    print(" divided by commits, i.e. the space each commit costs; frames: WAL frames (pages) one commit appends,")
+    print(f" counted over {FRAME_COMMITS} untimed commits: the b-trees a commit touches)")
     print()
     print(f"ratios{'':<46}{'median wall clock':<20}{'median CPU time':<20}best rounds (wall)")
     lg = results.get("langgraph_put")
@@ -651,7 +674,8 @@ def main(argv: list[str] | None = None) -> int:
             "environment": {**env, "loadavg_1min_start": load[0], "loadavg_1min_end": load[1]},
             "rates": {k: {"label": r.label, "median": r.median, "rounds": r.rates,
                           "us_per_commit": 1e6 / r.median, "cpu_median": r.cpu_median,
-                          "cpu_rounds": r.cpu_rates, "bytes_per_commit": r.bytes_per_commit}
+                          "cpu_rounds": r.cpu_rates, "bytes_per_commit": r.bytes_per_commit,
+                          "wal_frames_per_commit": r.frames_per_commit}
                       for k, r in results.items()},
             "ratios": {"langgraph_put/raw_floor": _ratio(lg, floor),
                        "langgraph_put/raw_floor (cpu)": _ratio(lg, floor, cpu=True),
