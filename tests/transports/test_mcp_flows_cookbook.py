@@ -3,7 +3,8 @@ the real PDP, real tokens):
 
 - its Python agent (``counter_agent.py``, the block copied out of the page) waits on the wake stream, pulls,
   reads its projection, asks ``allowed_actions`` and sends its decision: each wake ends acted, and the
-  store holds what it wrote (one ``state.set`` per wake, one receipt per wake);
+  store holds what it wrote (one ``state.set`` per wake, one receipt per wake); so does the same agent on
+  the World's API (``world_agent.py``: ``engine.client.connect``, ``world.wakes()``);
 - its desktop configuration line (the ``mcpServers`` JSON block) starts ``pmw mcp`` over stdio as the
   token's agent, for the official MCP client; every PMW tool the page's parity table names is one of the
   tools that server lists, and the table covers each of pic-agent-call's 21 tools.
@@ -113,6 +114,36 @@ def test_the_python_agent_of_the_page_runs_as_written(served: Served, tmp_path: 
         (wake,) = _rows(served, "wakes", wake_id=wake_id)
         (receipt,) = _rows(served, "receipts", wake_id=wake_id)
         assert (wake["status"], receipt["agent_id"], receipt["outcome"]) == ("acked", agent, "acted")
+
+
+def test_the_world_api_agent_of_the_page_runs_as_written(served: Served, tmp_path: Path) -> None:
+    """``world_agent.py`` (the World's calls through ``engine.client.connect``) handles one wake: the counter
+    moves by one, written by it, and its wake ends in one ``acted`` receipt."""
+    script = tmp_path / "world_agent.py"
+    script.write_text(the_block("python", '"""world_agent.py'))
+    agent = "world-agent"
+    token = served.add_agent(agent, ["state.write"])
+    boss_token = served.add_agent("boss-2", ["wake.enqueue"])
+    before = _rows(served, "state_entries", key="counter")
+    version = before[0]["version"] if before else 0
+    env = {**served.env, "PMW_SERVER": served.url, "PMW_TOKEN": token, "PMW_AGENT": agent}
+    proc = subprocess.Popen([sys.executable, str(script), "--once"], env=env, cwd=served.root,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wake = served.client(boss_token).call("world", "enqueue_wake", (), {
+            "target_agent": agent, "cause": "recount", "idempotency_key": "world-agent-1"}).wake
+        _out, err = proc.communicate(timeout=AGENT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=10)
+        raise AssertionError(f"the page's World-API agent did not finish within {AGENT_TIMEOUT_S} s") from None
+    assert proc.returncode == 0, err
+    (entry,) = _rows(served, "state_entries", key="counter")
+    assert (entry["version"], entry["value"], entry["updated_by"]) == (version + 1, version + 1, agent)
+    (row,) = _rows(served, "wakes", wake_id=wake.wake_id)
+    (receipt,) = _rows(served, "receipts", wake_id=wake.wake_id)
+    assert (row["status"], receipt["agent_id"], receipt["outcome"], receipt["action_refs"]) == (
+        "acked", agent, "acted", ["state:counter"])
 
 
 def test_the_desktop_config_line_serves_every_tool_the_page_names(served: Served) -> None:
