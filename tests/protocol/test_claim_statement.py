@@ -197,3 +197,27 @@ def test_a_claimer_deciding_holds_its_wake_only(backend: str, tmp_path: Path, re
         other.close()
     finally:
         close_world(world)
+
+
+@pytest.mark.parametrize("backend", ["sqlite-memory", "sqlite-file",
+                                     pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_claims_decided_by_the_pdp_on_every_backend(backend: str, tmp_path: Path, request: pytest.FixtureRequest,
+                                                    pdp_client: CerbosPdp) -> None:
+    """The decision's reads run inside the claim's transaction on each backend (an in-memory SQLite database
+    has one connection: a read of its own there could not begin)."""
+    url = {"sqlite-memory": "sqlite://", "sqlite-file": f"sqlite:///{tmp_path / 'world.db'}"}.get(backend) or str(
+        request.getfixturevalue("pg_url"))
+    world = open_pdp_world(url, pdp_client, tmp_path / "art")
+    try:
+        add_agent(world, "src", ["wake.enqueue"])
+        add_agent(world, "a")
+        low = world.enqueue_wake("src", "a", "low", "k-low", not_before_us=1).wake.wake_id
+        high = world.enqueue_wake("src", "a", "high", "k-high", not_before_us=1, priority=3).wake.wake_id
+        got = [world.claim_wake("w", agent_ids=["a"], op_id=f"claim-{n}") for n in range(3)]
+        assert [w.wake_id if w else None for w in got] == [high, low, None]
+        again = world.claim_wake("w", agent_ids=["a"], op_id="claim-0")  # a known op id: the original lease
+        assert again == got[0]
+        assert [e["event_type"] for e in book_of(world).store.read.events() if e["subject_id"] in (low, high)] == [
+            "wake.issued", "wake.issued", "wake.claim", "wake.claim"]
+    finally:
+        close_world(world)
