@@ -164,7 +164,7 @@ def mount(app: FastAPI, service: Service) -> None:
     check_routes(routes, World)
     for route in routes:
         params = () if route.is_command else query_params(World, route.call, set(route.fills.values()))
-        app.add_api_route(route.path, endpoint(route, service, params), methods=[route.method],
+        app.add_api_route(route.mounted_path, endpoint(route, service, params), methods=[route.method],
                           operation_id=route.operation_id, tags=[route.resource], name=route.operation_id,
                           summary=route.summary or None)
     app.state.rest_routes = routes

@@ -36,11 +36,22 @@ class Route:
     own: tuple[str, ...] = ()
     #: a short summary for the OpenAPI document (default: the command's description, or the read's name)
     summary: str = ""
+    #: path parameters whose values may hold ``/`` (a state key ``plan/step``): matched to the path's end
+    slashed: tuple[str, ...] = ()
 
     @property
     def is_command(self) -> bool:
         """Whether the call is a command of the registry (a write with a body) rather than a read."""
         return self.call in COMMANDS
+
+    @property
+    def mounted_path(self) -> str:
+        """The path as the router matches it (``{key:path}`` for a slashed parameter); ``path`` is the
+        template the OpenAPI document and the docs show."""
+        path = self.path
+        for param in self.slashed:
+            path = path.replace("{" + param + "}", "{" + param + ":path}")
+        return path
 
     @property
     def operation_id(self) -> str:
@@ -51,15 +62,15 @@ class Route:
 
 
 def _r(resource: str, method: str, path: str, call: str, own: tuple[str, ...] = (), summary: str = "",
-       **fills: str) -> Route:
-    return Route(resource, method, path, call, MappingProxyType(fills), own, summary)
+       slashed: tuple[str, ...] = (), **fills: str) -> Route:
+    return Route(resource, method, path, call, MappingProxyType(fills), own, summary, slashed)
 
 
 #: The resource-style routes (the generic actions are :func:`action_routes`).
 ROUTES: tuple[Route, ...] = (
     _r("state", "GET", "/v1/state", "list_state"),
-    _r("state", "GET", "/v1/state/{key}", "get_state", key="key"),
-    _r("state", "PUT", "/v1/state/{key}", "compare_and_set_state", key="key"),
+    _r("state", "GET", "/v1/state/{key}", "get_state", slashed=("key",), key="key"),
+    _r("state", "PUT", "/v1/state/{key}", "compare_and_set_state", slashed=("key",), key="key"),
     _r("events", "GET", "/v1/events", "events"),
     _r("events", "POST", "/v1/events", "append_event"),
     _r("tasks", "GET", "/v1/tasks", "list_tasks"),
@@ -169,8 +180,8 @@ def check_routes(routes: tuple[Route, ...], world: type) -> None:
                 raise RuntimeError(f"{route.path}: no path parameter {param!r}")
             if target not in takes:
                 raise RuntimeError(f"{route.path}: {route.call} takes no {target!r}")
-        if not set(route.own) <= set(route.fills):
-            raise RuntimeError(f"{route.path}: an own parameter must fill a field")
+        if not set(route.own) <= set(route.fills) or not set(route.slashed) <= set(route.fills):
+            raise RuntimeError(f"{route.path}: an own or slashed parameter must fill a field")
 
 
 __all__ = ["ROUTES", "Route", "action_routes", "all_routes", "check_routes"]
