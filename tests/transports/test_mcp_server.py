@@ -6,6 +6,7 @@ token, cross-origin, wrong Host, oversize body)."""
 from __future__ import annotations
 
 import http.client
+import inspect
 import json
 import time
 import urllib.error
@@ -23,8 +24,9 @@ from mcp.shared.exceptions import MCPError
 
 from engine.client.http import RemoteError
 from engine.commands import COMMANDS
-from engine.service.calls import WORLD_READS
+from engine.service.calls import WORLD_CALLS, WORLD_READS
 from engine.service.mcp_tools import TOOLS
+from engine.world import World
 from tests.service.support import Served
 
 T = TypeVar("T")
@@ -88,9 +90,12 @@ def test_tools_list_is_the_registry_and_the_reads(served: Served, tokens: dict[s
     for name, cls in COMMANDS.items():
         assert tools[name].input_schema == cls.model_json_schema(), name
         assert tools[name].description == cls.description
-    for name in WORLD_READS:
+    for name in WORLD_READS:  # a read's schema is its World method's parameters, the principal left out
         schema = tools[name].input_schema
-        assert "actor" not in schema.get("properties", {}), name
+        params = {p.name: p for p in inspect.signature(getattr(World, name)).parameters.values()
+                  if p.name not in ("self", *WORLD_CALLS[name].principal_params)}
+        assert set(schema.get("properties", {})) == set(params), name
+        assert set(schema.get("required", [])) == {n for n, p in params.items() if p.default is p.empty}, name
         assert schema == TOOLS[name].input_schema
         assert tools[name].output_schema is not None and tools[name].output_schema["type"] == "object"
     assert "actor" not in tools["compare_and_set_state"].input_schema["properties"]
