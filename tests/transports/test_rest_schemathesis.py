@@ -34,7 +34,7 @@ from engine.service.rest_routes import Route, all_routes
 from tests.service.support import Served
 from tests.transports.test_rest_support import AGENT_CAPABILITIES, changed, denial_only, row_counts
 
-EXAMPLES_PER_OPERATION = 8
+EXAMPLES_PER_OPERATION = 10
 STATEFUL_SCENARIOS = 20
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance,
           response_headers_conformance]

@@ -182,6 +182,9 @@ def test_an_idempotency_key_replayed_writes_one_event(world: World) -> None:
     answer = world.refused(409, "operation_conflict", "POST", "/v1/tasks", {"goal": "another"}, world.alice,
                            Idempotency_Key="op-once-1")
     assert answer["op_id"] == "op-once-1", answer
+    # another agent's same request with the same key is not handed alice's stored result
+    world.refused(409, "operation_conflict", "POST", "/v1/tasks", {"goal": "once"}, world.bob,
+                  Idempotency_Key="op-once-1")
     world.refused(400, "invalid_input", "POST", "/v1/tasks", {"goal": "g"}, world.alice, Idempotency_Key="a b")
 
 
