@@ -171,6 +171,7 @@ class Service:
             self._dispatch = Dispatcher(self._runtime)
             self._external = ExternalAgents(self._runtime.book)
             self._wake_feed = WakeFeed(self._runtime.store.read)
+            self._runtime.store.on_commit(self._wake_feed.commit_hook)  # pushed at once, not at the next poll
             self._wake_feed.start()
             if self.controller or self.adapters:
                 self._start_runner()
@@ -192,6 +193,8 @@ class Service:
         runner_settings = self.settings.model_copy(update={
             "pdp_address": address.grpc, "pdp_admin_user": None, "pdp_admin_password": None})
         self._runner_runtime = Runtime.open(runner_settings, supervise=False)
+        if self._wake_feed is not None:
+            self._runner_runtime.store.on_commit(self._wake_feed.commit_hook)
         runner = InProcessRunner(
             self._runner_runtime.book, adapters=self.adapters, rule_dir=self.rules,
             governor=self.governor or "", worker_id=self.worker_id, lease_seconds=self.lease_seconds,

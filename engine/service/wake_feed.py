@@ -8,7 +8,8 @@ creates a wake, and an update of a wake (claim, ack, cancel) is not a new wake.
 
 :class:`WakeFeed` polls the log on ONE background thread (``events.seq > last seen``, at most
 :data:`BATCH` rows a query, every ``poll_s`` when idle: an indexed range read that answers nothing most of
-the time) and, in ``seq`` order, for each new wake:
+the time; at once after a commit of this process that queued a wake, when the store's commit hook is
+:meth:`WakeFeed.commit_hook`) and, in ``seq`` order, for each new wake:
 
 - calls every listener added with :meth:`WakeFeed.add_listener` (on the feed thread; a listener must not
   block; an exception it raises is recorded and the listener kept);
@@ -36,7 +37,7 @@ from typing import Any
 from anyio import to_thread
 
 from engine.errors import Closed, InvalidInput, StoreUnavailable
-from store import Reader
+from store import Insert, Reader, WriteRequest
 
 log = logging.getLogger(__name__)
 
@@ -247,6 +248,7 @@ class WakeFeed:
         self._subscriptions: dict[str, list[WakeSubscription]] = {}
         self._position = 0
         self._stop = threading.Event()
+        self._poked = threading.Event()
         self._thread: threading.Thread | None = None
         self._started = False
         #: the last store error the feed met (None once a poll succeeded again)
@@ -277,6 +279,7 @@ class WakeFeed:
     def stop(self) -> None:
         """Stop the thread (bounded wait) and end every subscription (``"feed_stopped"``). Idempotent."""
         self._stop.set()
+        self._poked.set()
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(STOP_TIMEOUT_S)
@@ -286,6 +289,15 @@ class WakeFeed:
             self._listeners.clear()
         for sub in subscriptions:
             sub._end("feed_stopped")
+
+    def poke(self) -> None:
+        """Read the log now rather than at the next poll (cheap; any thread)."""
+        self._poked.set()
+
+    def commit_hook(self, request: WriteRequest) -> None:
+        """For ``Store.on_commit``: after a commit of this process that inserted a wake, :meth:`poke`."""
+        if any(isinstance(c, Insert) and c.table == "wakes" for c in request.changes):
+            self._poked.set()
 
     def add_listener(self, callback: Callable[[WakeNotice], None]) -> Callable[[], None]:
         """Call ``callback(notice)`` on the feed thread for every wake queued from now on (it must not
@@ -331,7 +343,12 @@ class WakeFeed:
 
     def _run(self) -> None:
         delay = 0.0
-        while not self._stop.wait(delay):
+        while True:
+            if delay:
+                self._poked.wait(delay)
+            self._poked.clear()  # before the read: a commit during it makes the next wait return at once
+            if self._stop.is_set():
+                return
             try:
                 rows = self.read.events(after_seq=self._position, limit=BATCH)
             except (StoreUnavailable, Closed) as exc:

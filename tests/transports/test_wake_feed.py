@@ -215,3 +215,26 @@ def test_notices_of_reads_only_wake_inserts() -> None:
         {"table": "wakes", "op": "insert", "values": {"wake_id": 3}}, "junk"]}
     assert notices_of(event) == [WakeNotice(9, "w1", "a", "e", "x", "c", 2, 5, 4)]
     assert notices_of({"seq": 1, "changes": None}) == []
+
+
+def test_a_commit_of_this_process_is_pushed_at_once_not_at_the_next_poll(team: World, tmp_path: Path) -> None:
+    """With the store's commit hook (what ``pmw serve`` wires), a wake reaches the feed without waiting for its
+    next poll: the poll is 1 s here and every wake is queued just after the poll that found the previous one,
+    so without the hook each would wait about 1 s (loose bound: 0.7 s)."""
+    store = Store(f"sqlite:///{tmp_path / 'world.db'}")
+    slow = WakeFeed(store.read, poll_s=1.0)
+    book_of(team).store.on_commit(slow.commit_hook)
+    got: list[tuple[str, float]] = []
+    slow.add_listener(lambda n: got.append((n.wake_id, time.monotonic())))
+    slow.start()
+    try:
+        enqueue(team, "alice", "hook-0")
+        wait_for(lambda: len(got) == 1, "the first notice")
+        for n in range(1, 4):
+            started = time.monotonic()
+            wid = enqueue(team, "alice", f"hook-{n}")
+            wait_for(lambda n=n: len(got) == n + 1, f"notice {n}")
+            assert got[-1][0] == wid and got[-1][1] - started < 0.7, got[-1][1] - started
+    finally:
+        slow.stop()
+        store.close()
