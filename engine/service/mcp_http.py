@@ -136,8 +136,14 @@ class McpEndpoint:
                 async with self.lifespan():
                     entered.set()
                     await asyncio.Event().wait()  # until the loop ends (cancelled)
-            self._background = asyncio.get_running_loop().create_task(hold())
-            await entered.wait()
+            task = self._background = asyncio.get_running_loop().create_task(hold())
+            waiting = asyncio.ensure_future(entered.wait())
+            await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+            if not entered.is_set():  # the manager could not start: this request fails with its error
+                waiting.cancel()
+                self._background = None
+                task.result()
+                raise RuntimeError("the MCP session manager stopped before it started")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self._running:
