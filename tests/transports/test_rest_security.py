@@ -3,8 +3,8 @@ agent's id in a path or a body is 403 ``not_permitted`` and reads nothing; a rev
 tokens revoke`` or by the World call over REST) is refused on its next call; a body over the cap is 413
 before it is read or parsed; a stale ``If-Match`` is 409 ``version_conflict`` with the current version; an
 ``Idempotency-Key`` replayed writes one event; FastAPI's own validation is PMW's 400; the OpenAPI document
-needs no token. Every refusal leaves the store's row counts as they were (the server runs without its
-controller, so nothing else writes)."""
+needs no token and is a valid OpenAPI 3.1 document. Every refusal leaves the store's row counts as they
+were (the server runs without its controller, so nothing else writes)."""
 
 from __future__ import annotations
 
@@ -204,6 +204,8 @@ def test_framework_errors_are_problem_documents(world: World) -> None:
 def test_the_openapi_document_needs_no_token(world: World) -> None:
     status, _, document = call(world.served, "GET", "/v1/openapi.json")
     assert status == 200 and document["openapi"].startswith("3.1"), document.get("openapi")
+    from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR  # the 3.1 meta-schema it ships
+    assert [str(e)[:300] for e in OPENAPI_31_VALIDATOR.iter_errors(document)] == []
     assert document["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
     operations = [op for item in document["paths"].values() for op in item.values()]
     assert all(op["security"] == [{"bearer": []}] for op in operations)
