@@ -49,7 +49,7 @@ CODES = {3: {"invalid_input", "payload_too_large", "target_unresolved", "policy_
          5: {"version_conflict", "already_exists", "operation_conflict", "terminal_owned", "lease_held",
              "policy_epoch_changed"},
          6: {"illegal_transition", "not_permitted", "policy_denied", "approval_invalid"}, 7: {"artifact_corrupted"},
-         8: {"store_unavailable"}, 9: {"policy_unavailable"}}
+         8: {"store_unavailable"}, 9: {"policy_unavailable"}, 10: {"unauthenticated"}}
 
 
 @dataclass(frozen=True)
@@ -403,6 +403,7 @@ CASES: list[Case] = [
     Case("decide wak_x --decision '{}'", 3, "--server", actor=None),
     Case("decide wak_x --decision '[1'", 3, "--decision", actor=None),
     Case("decide wak_x", 2, actor=None),
+    Case("mcp --server http://127.0.0.1:9", 10, "PMW_TOKEN", actor=None),  # no token: refused before serving
     Case("backup $dir", 5, "already_exists", actor=None),
     Case("backup $afile", 5, "already_exists", actor=None),
     Case("backup", 2, actor=None),
