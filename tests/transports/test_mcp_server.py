@@ -412,3 +412,18 @@ def test_a_revoked_subscriber_is_told_nothing_more(served: Served, tokens: dict[
         assert mode == "auto", ended
         seen = []
     assert seen == [], "a revoked token's subscription was told of a wake"
+
+
+def test_a_read_scoped_token_only_reads(served: Served, tokens: dict[str, str]) -> None:
+    token = served.issue("alice", "--scope", "read")
+
+    async def work(client: Client) -> tuple[Any, Any]:
+        read = await client.call_tool("list_state", {})
+        write = await client.call_tool("compare_and_set_state", {"key": "ro-key", "expected_version": 0, "value": 1})
+        return read, write
+    read, write = with_client(served, token, work)
+    assert not read.is_error
+    assert write.is_error and write.structured_content["code"] == "not_permitted"
+    with pytest.raises(RemoteError) as missing:
+        served.client(served.governor_token).call("world", "get_state", ("ro-key",), {"actor": "gov"})
+    assert missing.value.code == "not_found"
