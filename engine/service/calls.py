@@ -5,8 +5,10 @@ A request names a call and gives its keyword arguments as a JSON object. The pri
 never a field of the request: every parameter that names who acts (``actor``; a worker's ``worker`` for
 wake claims and acks) is filled with it, and a request that names anyone else there is refused
 (``NotPermitted``) before anything is read. A claim over the API is always the token's agent's own
-(``agent_id`` forced). A ``read``-scoped token may make only reads. Runtime bookkeeping (``RUNTIME_CALLS``),
-``execute`` and anything private are not calls at all; a command's causation link is the runtime's to set.
+(``agent_id`` forced). A ``read``-scoped token may make only reads. The time a call acts at is the world's
+clock (:data:`RUNTIME_FIELDS`), and a transport bounds what one call may ask (:data:`TRANSPORT_LIMITS`).
+Runtime bookkeeping (``RUNTIME_CALLS``), ``execute`` and anything private are not calls at all; a command's
+causation link is the runtime's to set.
 Arguments are passed through to the World method, which validates them as it validates an in-process call
 (its command model).
 """
@@ -37,6 +39,13 @@ WORLD_READS: frozenset[str] = frozenset({
 WORLD_WRITES: frozenset[str] = frozenset({"issue_token", "revoke_token"})
 #: The calls whose lease owner is the caller: claimed and acked by the token's agent for itself only.
 WAKE_CALLS: frozenset[str] = frozenset({"claim_wake", "ack_wake"})
+#: Command fields only the runtime sets: the time a call acts at is the world's clock, never a request's
+#: (``close_stale_rooms(now_us=...)`` in process is a simulation's driver stepping its own clock).
+RUNTIME_FIELDS: frozenset[str] = frozenset({"now_us"})
+#: Bounds a transport puts on a call's arguments beyond the World's own: (parameter, most items). Calls are
+#: served one at a time, so one request may not hold the world for long (10,000 objects of
+#: ``allowed_actions_batch`` held it ~10 s; 500 is one PDP request's worth).
+TRANSPORT_LIMITS: Mapping[str, tuple[str, int]] = {"allowed_actions_batch": ("objects", 500)}
 
 
 @dataclass(frozen=True)
@@ -55,8 +64,9 @@ def _world_specs() -> dict[str, CallSpec]:
     specs["current_policy_epoch"] = CallSpec("current_policy_epoch", False, ())
     for name, cls in COMMANDS.items():
         if name not in RUNTIME_CALLS:
+            runtime = (cls.cause_param,) if cls.cause_param is not None else ()
             specs[name] = CallSpec(name, True, (cls.actor_param,),
-                                   (cls.cause_param,) if cls.cause_param is not None else ())
+                                   runtime + tuple(sorted(RUNTIME_FIELDS & set(cls.model_fields))))
     for name in WORLD_WRITES - set(specs):
         specs[name] = CallSpec(name, True, ("actor",))
     return specs
@@ -96,6 +106,11 @@ def bind(spec: CallSpec, principal: TokenPrincipal, arguments: Mapping[str, Any]
     for name in kwargs:
         if not isinstance(name, str) or name in spec.runtime_params or name.startswith("_"):
             raise InvalidInput(str(name)[:100], "is set by the runtime, never by a request")
+    if (limit := TRANSPORT_LIMITS.get(spec.name)) is not None:
+        param, most = limit
+        items = kwargs.get(param)
+        if isinstance(items, Sequence) and not isinstance(items, str) and len(items) > most:
+            raise InvalidInput(param, f"{len(items)} items; at most {most} per call over a transport")
     for param in spec.principal_params:
         given = kwargs.get(param)
         if given not in (None, TOKEN_AGENT, principal.agent_id):
@@ -123,4 +138,4 @@ def invoke(target: object, spec: CallSpec, kwargs: dict[str, Any]) -> Any:
     return method(**kwargs)
 
 
-__all__ = ["TOKEN_AGENT", "WORLD_CALLS", "CallSpec", "bind", "invoke", "spec_of"]
+__all__ = ["RUNTIME_FIELDS", "TOKEN_AGENT", "TRANSPORT_LIMITS", "WORLD_CALLS", "CallSpec", "bind", "invoke", "spec_of"]

@@ -36,16 +36,18 @@ class Dispatcher:
         self.lock = threading.Lock()
 
     def principal(self, token: str | None) -> TokenPrincipal:
-        """The principal ``token`` proves now (``Unauthenticated`` when it proves nothing). Reads only."""
-        with self.lock:
-            return self._authenticate(token)
+        """The principal ``token`` proves now (``Unauthenticated`` when it proves nothing). Reads only, on
+        the calling thread's own connection, outside the world's lock: a caller without a valid token never
+        waits for (nor delays) another's call."""
+        return self._authenticate(token)
 
     def run(self, token: str | None, work: Callable[[TokenPrincipal], T]) -> T:
-        """Authenticate ``token``, then ``work(principal)`` under the world's lock; a write refused for a
-        policy reloaded elsewhere is decided once more under the new epoch. Blocking: call it from a worker
-        thread in async code. Errors pass unchanged (typed ``PMWError`` s)."""
+        """Authenticate ``token`` (outside the lock), then ``work(principal)`` under the world's lock; a
+        write refused for a policy reloaded elsewhere is decided once more under the new epoch. Blocking: call
+        it from a worker thread in async code. Errors pass unchanged (typed ``PMWError`` s). A token revoked
+        between its check and the work is refused by the next call (the check reads the store each time)."""
+        principal = self._authenticate(token)
         with self.lock:
-            principal = self._authenticate(token)
             try:
                 return work(principal)
             except PolicyEpochChanged:
