@@ -82,9 +82,12 @@ def build_server(backend: McpBackend, token_of: TokenOf, hub: SubscriptionHub | 
             arguments["op_id"] = op_id
         try:
             wire = await backend.call(token_of(ctx), spec.name, arguments)
+            return success_result(spec, wire)
         except PMWError as exc:
             return error_result(exc)
-        return success_result(spec, wire)
+        except Exception as exc:  # a bug: an error result that shows nothing of it (the log has it)
+            logger.exception("tool %s failed", spec.name)
+            return error_result(PMWError(f"internal error ({type(exc).__name__}); see the server's log"))
 
     async def list_resources(ctx: ServerRequestContext[Any, Any],
                              params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:

@@ -427,3 +427,24 @@ def test_a_read_scoped_token_only_reads(served: Served, tokens: dict[str, str]) 
     with pytest.raises(RemoteError) as missing:
         served.client(served.governor_token).call("world", "get_state", ("ro-key",), {"actor": "gov"})
     assert missing.value.code == "not_found"
+
+
+def test_a_result_that_is_not_json_is_an_error_result_that_shows_nothing(served: Served,
+                                                                         tokens: dict[str, str]) -> None:
+    """Binary artifact content (registered through the World's named call, in process on the same world)
+    has no JSON form: reading it over MCP is an ``isError`` result naming no internals, and the session
+    goes on serving."""
+    from engine.runtime import Runtime
+    from engine.settings import load_settings
+
+    with Runtime.open(load_settings(db_url=served.env["PMW_DB_URL"])) as embedded:
+        binary = embedded.world.register_artifact("alice", "blob", b"\xff\xfe\x00binary")
+
+    async def work(client: Client) -> tuple[Any, Any]:
+        read = await client.call_tool("read_artifact", {"artifact_id": binary.artifact_id})
+        after = await client.call_tool("get_artifact", {"artifact_id": binary.artifact_id})
+        return read, after
+    read, after = with_client(served, tokens["alice"], work)
+    assert read.is_error and read.structured_content["code"] == "pmw_error"
+    assert "internal error" in read.structured_content["message"] and "0xff" not in read.content[0].text
+    assert not after.is_error and after.structured_content["checksum"] == binary.checksum
