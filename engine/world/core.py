@@ -75,6 +75,9 @@ class Plan:
     resulting_version: int | None = None
     topology_version: int | None = None
     checks: Sequence[Check] = ()  # what the policy decides before this plan may be committed
+    #: fills in what the plan records of the policy epoch it is decided under (a single write: called with
+    #: that epoch once decided, before the request is built; a planned batch's write keeps its plan's)
+    on_decided: Callable[[str | None], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -322,6 +325,8 @@ class WorldCore:
         p = plan(now)
         batch: PlannedBatch | None = getattr(self._planning_now, "batch", None)
         epoch = self._authorize(actor, p.checks, command) if decided and batch is None else None
+        if p.on_decided is not None and batch is None:
+            p.on_decided(epoch)
         checked = self._checked_cause(cause)
         event_id = event_id or self.ids.new("evt")  # ids drawn in this order: evt, op, prv (seeded worlds replay)
         write = self._request(command, actor, digest, p, now, op_id=op_id or self.ids.new("op"), cause=checked,

@@ -216,7 +216,18 @@ class WakeCalls(WorldCore):
                  op_id: str | None = None, cause: Cause | None = None) -> Receipt:
         """Finish a claimed wake: mark it acked and write its one receipt (and the run's ``trace``, if
         given), in one transaction. ``outcome`` defaults to ``acted`` (``no_action`` for that decision). Only
-        the lease owner may ack (``LeaseHeld`` otherwise)."""
+        the lease owner may ack (``LeaseHeld`` otherwise).
+
+        What the receipt vouches for is split: the runtime sets ``policy_epoch`` to the epoch the ack is
+        decided under (in a planned batch: the epoch current when it is planned, which the gateway requires
+        at commit); an agent may not give one (``InvalidInput`` naming ``policy_epoch``). A
+        ``topology_version`` beyond the world's current one is refused (``InvalidInput`` naming it). The
+        decision, outcome, reason, ``task_id``, ``action_refs``, ``artifact_refs``, state versions,
+        ``next_wake`` and ``payload`` are the agent's own account of its run, stored as given; the ack's
+        event (actor, epoch) is the runtime's record of who acked."""
+        if policy_epoch is not None:
+            raise InvalidInput("policy_epoch", "set by the runtime (the epoch the ack is decided under); "
+                                               "an agent may not give one")
         given = build(AckWake, wake_id=wake_id, decision=decision, outcome=outcome, trace=_fields_of(trace),
                       task_id=task_id, reason=reason, observed_state_version=observed_state_version,
                       topology_version=topology_version, base_state_version=base_state_version,
@@ -224,17 +235,26 @@ class WakeCalls(WorldCore):
                       artifact_refs=artifact_refs, next_wake=next_wake, policy_epoch=policy_epoch, payload=payload)
         # the outcome filled in: an ack that names its default outcome is the same request as one that does not
         req = given.model_copy(update={"outcome": given.outcome or _OUTCOME_OF.get(given.decision, Outcome.ACTED)})
+        if req.topology_version is not None and req.topology_version > (known := self._store.read.topology_version()):
+            raise InvalidInput("topology_version", f"{req.topology_version} is beyond the world's topology "
+                                                   f"version ({known})")
         row = self._row("wakes", "wake", req.wake_id, wake_id=req.wake_id)
         wake = Wake.model_validate(row)
         body = ReceiptBody(agent_id=wake.target_agent, **req.model_dump(exclude={"trace"}))
-        return self._write("ack_wake", decided_as(worker, "ack", wake), req,
-                           lambda now: self._plan_finish(worker, body, row, "ack", now, req.trace), Receipt,
-                           op_id=op_id, cause=cause)
+
+        def plan(now: int) -> Plan:
+            current = self._store.read.current_policy_epoch()  # what a planned batch's ack keeps
+            stamped = body.model_copy(update={"policy_epoch": str(current["epoch"]) if current else None})
+            return self._plan_finish(worker, stamped, row, "ack", now, req.trace, stamp_epoch=True)
+        return self._write("ack_wake", decided_as(worker, "ack", wake), req, plan, Receipt, op_id=op_id,
+                           cause=cause)
 
     def cancel_wake(self, actor: str, wake_id: str, reason: str, *, outcome: str = "suppressed",
                     op_id: str | None = None, cause: Cause | None = None) -> Receipt:
         """End a pending or claimed wake without running it; its receipt says why (``outcome`` suppressed,
-        cancelled or denied)."""
+        cancelled or denied). Decided with ``actor``'s own authority: the policy lets the wake's target and a
+        governor cancel, nobody else (``wake.enqueue`` does not: ``policies/resources/wake.yaml``), so the
+        receipt answered is one ``actor`` may read (the target's own, or any to a governor)."""
         req = build(CancelWake, wake_id=wake_id, reason=reason, outcome=outcome)
         row = self._row("wakes", "wake", req.wake_id, wake_id=req.wake_id)
         wake = Wake.model_validate(row)
@@ -273,12 +293,13 @@ class WakeCalls(WorldCore):
         return Receipt(receipt_id=self.ids.new("rcp"), created_at_us=now, **body.model_dump())
 
     def _plan_finish(self, actor: str, body: ReceiptBody, row: dict[str, Any], action: str, now: int,
-                     trace: TraceBody | None = None) -> Plan:
+                     trace: TraceBody | None = None, *, stamp_epoch: bool = False) -> Plan:
         """Ack or cancel the wake ``row`` (read once by the call) and write its receipt ``body`` (and
-        trace)."""
+        trace). ``stamp_epoch``: the receipt's ``policy_epoch`` becomes the epoch the write is decided under."""
         assert body.wake_id is not None
         rec = self._receipt(body, now)
-        inserts = [Insert("receipts", rec.model_dump(mode="json"), "receipt", f"for wake {body.wake_id}")]
+        receipt_row = Insert("receipts", rec.model_dump(mode="json"), "receipt", f"for wake {body.wake_id}")
+        inserts = [receipt_row]
         if trace is not None:
             done = Trace(**trace.model_dump(), trace_id=body.wake_id, agent_id=body.agent_id,
                          outcome=body.outcome.value, decision=body.decision.value, finished_at_us=now,
@@ -289,6 +310,14 @@ class WakeCalls(WorldCore):
             "receipt_id": rec.receipt_id})
         plan.result = rec
         plan.provenance = [("wake", body.wake_id, "receipt", rec.receipt_id, "answered_by")]
+        if stamp_epoch:
+            def decided_under(epoch: str | None) -> None:
+                stamped = rec.model_copy(update={"policy_epoch": epoch})
+                plan.result = stamped
+                plan.changes = [Insert("receipts", stamped.model_dump(mode="json"), "receipt",
+                                       f"for wake {body.wake_id}") if c is receipt_row else c
+                                for c in plan.changes]
+            plan.on_decided = decided_under
         return plan
 
     def get_wake(self, wake_id: str, *, actor: str | None = None) -> Wake:
