@@ -230,12 +230,17 @@ class MemoryCalls(WorldCore):
     def supersede_memory(self, actor: str, memory_id: str, replacement_id: str, *,
                          expected_version: int | None = None, op_id: str | None = None,
                          cause: Cause | None = None) -> Memory:
-        """``replacement_id`` (already SHARED) replaces ``memory_id``, which becomes SUPERSEDED."""
+        """``replacement_id`` (already SHARED) replaces ``memory_id``, which becomes SUPERSEDED. A replacement
+        ``actor`` may not read (another agent's private memory) is answered as a missing one (``NotFound``),
+        before its status is looked at: the answer never tells whether an unreadable memory exists."""
         req = build(SupersedeMemory, memory_id=memory_id, replacement_id=replacement_id,
                     expected_version=expected_version)
 
         def extra(now: int) -> list[Change]:
-            rep = self._load(Memory, "memory", "memory", req.replacement_id, memory_id=req.replacement_id)
+            found = self._store.read.get("memory", memory_id=req.replacement_id)
+            if found is None or not self._readable(actor, "memory", [found], "memory_id"):
+                raise NotFound("memory", req.replacement_id)  # unreadable: indistinguishable from missing
+            rep = Memory.model_validate(found)
             if rep.status is not MemoryStatus.SHARED or rep.memory_id == req.memory_id:
                 raise InvalidInput("replacement_id", "the replacement must be other, shared (reviewed) memory")
             return [Update("memory", {"memory_id": rep.memory_id}, rep.version,
