@@ -50,12 +50,10 @@ PROBLEM_413 = 413
 
 
 def rest_problem(exc: PMWError) -> JSONResponse:
-    """``exc`` as a problem document; a body over the size cap is 413 here (the ``/v1/world`` calls keep
-    their 400)."""
-    answer = problem(exc)
-    if isinstance(exc, PayloadTooLarge) and exc.field == "body":
-        return problem(exc, status=PROBLEM_413)
-    return answer
+    """``exc`` as a problem document; a whole body over the size cap is 413 here (the ``/v1/world`` calls
+    keep their 400; a field over its own limit inside a body is 400 ``payload_too_large`` naming it)."""
+    too_large = isinstance(exc, PayloadTooLarge) and exc.field == "body"
+    return problem(exc, status=PROBLEM_413 if too_large else None)
 
 
 def body_object(raw: bytes) -> dict[str, Any]:
