@@ -25,6 +25,8 @@ from engine.errors import InvalidInput, PMWError, ServerUnreachable
 
 #: Codes of an ``end`` event after which a reconnect (with the last id) goes on where the stream stopped.
 RESUMABLE = frozenset({"overflow", "feed_stopped", "closed", "policy_unavailable", "store_unavailable"})
+#: The longest wait between two reconnects (the wait doubles from ``backoff_s`` up to it).
+MAX_BACKOFF_S = 2.0
 #: Seconds a read may wait for a byte: the server sends a heartbeat every few seconds.
 READ_TIMEOUT_S = 30.0
 
@@ -107,7 +109,8 @@ class WakeStream:
     """An agent's wakes from the server, as they are queued (an iterator of the wakes as JSON, or as
     ``engine.models.wakes.Wake`` with ``models=True``). :attr:`last_seq` is the log position of the last wake
     given (pass it as ``after_seq`` to resume in a later process). Reconnects at most ``max_reconnects``
-    times in a row (waiting ``backoff_s`` between tries) before raising the last error; :meth:`close` ends it.
+    times in a row (waiting ``backoff_s``, doubling up to 2 s, between tries: ~35 s in all, a server restart)
+    before raising the last error; :meth:`close` ends it.
     With ``wait_s``, ``next`` raises ``TimeoutError`` when no wake came within that many seconds (looked at
     on every line the server sends: its heartbeats come every few seconds); the next ``next`` reconnects
     after :attr:`last_seq`, so nothing is lost.
@@ -175,7 +178,7 @@ class WakeStream:
                 self.close()
                 raise ServerUnreachable(self.client.server, "the wake stream kept ending")
             self.reconnects += 1
-            time.sleep(self.backoff_s)
+            time.sleep(min(MAX_BACKOFF_S, self.backoff_s * 2 ** (failures - 1)))
         raise StopIteration
 
     def _ended(self, event: SseEvent) -> None:
@@ -184,7 +187,7 @@ class WakeStream:
         code = str(end.get("code"))
         if code not in RESUMABLE:
             self.close()
-            raise typed_error(RemoteError({"code": code, "detail": end.get("reason")}))
+            raise typed_error(RemoteError({**end, "detail": end.get("message")}))
 
     def _connect(self) -> None:
         """Open the stream and read up to its ``ready`` event (a fresh stream's position becomes

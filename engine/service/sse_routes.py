@@ -16,10 +16,10 @@
   after ``seq`` (those queued while it was away), then the live ones: none lost, none twice
   (``engine.service.wake_feed``). A bad ``Last-Event-ID`` is 400 ``invalid_input``.
 - The token is checked again before each wake is read and at least every :data:`CHECK_S` seconds: a
-  revoked or expired token (or a removed agent) ends the stream with ``event: end`` (``data``: the code
-  and reason). So do a stopped server (``feed_stopped``), a client too slow to take its wakes
-  (``overflow``: resume from the last id) and a PDP that cannot answer (``policy_unavailable``). The
-  client reconnects with its last id and misses nothing.
+  revoked or expired token (or a removed agent) ends the stream with ``event: end`` (``data``: the error
+  as the calls report it: ``code``, ``message`` and its fields). So do a stopped server
+  (``feed_stopped``), a client too slow to take its wakes (``overflow``: resume from the last id) and a PDP
+  that cannot answer (``policy_unavailable``). The client reconnects with its last id and misses nothing.
 
 No lock is held while a stream waits: it waits on its subscription; each read takes the dispatcher's lock
 for one call, on a worker thread.
@@ -110,19 +110,19 @@ def mount(app: FastAPI, service: Service) -> None:
                     except (NotPermitted, NotFound):
                         continue  # not a wake this agent may read: not shown
                     except (Unauthenticated, PolicyUnavailable, StoreUnavailable) as exc:
-                        yield frame("end", {"code": exc.code, "reason": exc.message})
+                        yield frame("end", to_wire(exc.to_dict()))
                         return
                     last_check = last_beat = now
                     yield frame("wake", wake, notice.seq)
                     continue
                 if sub.end_reason is not None:
-                    yield frame("end", {"code": sub.end_reason, "reason": _END_REASONS.get(sub.end_reason, "")})
+                    yield frame("end", {"code": sub.end_reason, "message": _END_REASONS.get(sub.end_reason, "")})
                     return
                 if now - last_check >= CHECK_S:
                     try:
                         await to_thread.run_sync(dispatch.principal, token)
                     except PMWError as exc:
-                        yield frame("end", {"code": exc.code, "reason": exc.message})
+                        yield frame("end", to_wire(exc.to_dict()))
                         return
                     last_check = now
                 if now - last_beat >= HEARTBEAT_S:

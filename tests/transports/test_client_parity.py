@@ -20,7 +20,7 @@ import engine.client
 from engine.client.errors import typed_error
 from engine.client.http import RemoteError
 from engine.client.world import RemoteWorld
-from engine.errors import IllegalTransition, NotFound, PMWError, PolicyDenied, VersionConflict
+from engine.errors import IllegalTransition, NotFound, PMWError, PolicyDenied, Unauthenticated, VersionConflict
 from engine.models.wakes import Wake
 from engine.world import World
 from tests.conftest import add_agent
@@ -141,3 +141,14 @@ def test_wakes_iterates_as_queued_and_resumes_after_last_seq(served: Served, tok
     with pytest.raises(PMWError) as refused:  # another agent's stream
         world.wakes("boss")
     assert refused.value.code == "not_permitted"
+
+
+def test_a_revoked_token_ends_wakes_with_unauthenticated(served: Served, tokens: dict[str, str]) -> None:
+    token = served.issue("alice")
+    world = engine.client.connect(served.url, token)
+    token_id = world.whoami()["token_id"]
+    with world.wakes(wait_s=20) as stream:
+        served.client(served.governor_token).call("world", "revoke_token", (), {"token_id": token_id})
+        with pytest.raises(Unauthenticated) as ended:
+            next(stream)
+    assert ended.value.reason == "revoked" and ended.value.token_id == token_id
