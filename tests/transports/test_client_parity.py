@@ -11,7 +11,9 @@ after ``last_seq`` (none lost, none twice); a code the client does not know stay
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -152,3 +154,34 @@ def test_a_revoked_token_ends_wakes_with_unauthenticated(served: Served, tokens:
         with pytest.raises(Unauthenticated) as ended:
             next(stream)
     assert ended.value.reason == "revoked" and ended.value.token_id == token_id
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_wakes_survive_a_server_restart(tmp_path: Path) -> None:
+    """The stream of a running ``world.wakes()`` dies with its server; the next ``next`` reconnects to the
+    restarted server (same address) with ``Last-Event-ID`` and gets the wakes queued since, none twice."""
+    port = free_port()
+    server = Served(tmp_path, serve_args=["--no-controller", "--port", str(port)])
+    server.start()
+    try:
+        alice, boss = server.add_agent("alice"), server.add_agent("boss", ["wake.enqueue"])
+        world = engine.client.connect(server.url, alice)
+        stream = world.wakes(wait_s=60)
+        enqueue = engine.client.connect(server.url, boss).enqueue_wake
+        first = enqueue("boss", "alice", "ping", "r-0").wake.wake_id
+        assert next(stream).wake_id == first
+        server.stop()
+        server.start()
+        assert server.url.endswith(f":{port}")
+        enqueue = engine.client.connect(server.url, boss).enqueue_wake
+        later = [enqueue("boss", "alice", "ping", f"r-{n}").wake.wake_id for n in (1, 2)]
+        assert [next(stream).wake_id for _ in later] == later
+        assert stream.reconnects >= 1
+        stream.close()
+    finally:
+        server.stop()
