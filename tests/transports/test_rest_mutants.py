@@ -3,7 +3,7 @@ written into a copy of the repository (the working tree is never touched), the t
 is run on the copy, and it must fail; the unbroken copy must pass. The schemathesis oracles get the same
 treatment (a write then a refusal must show as changed rows; a crash as a 5xx).
 
-Opt-in, as it copies the tree and runs real servers for about two minutes: ``PMW_REST_MUTANTS=1``."""
+Opt-in, as it copies the tree and runs real servers for about three minutes: ``PMW_REST_MUTANTS=1``."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 from tests.cli_support import REPO
 
 pytestmark = pytest.mark.skipif(os.environ.get("PMW_REST_MUTANTS") != "1",
-                                reason="opt-in (PMW_REST_MUTANTS=1): copies the tree, about two minutes")
+                                reason="opt-in (PMW_REST_MUTANTS=1): copies the tree, a few minutes")
 
 SECURITY = "tests/transports/test_rest_security.py"
 FUZZ = "tests/transports/test_rest_schemathesis.py"
