@@ -29,7 +29,7 @@ HEAVY_ENGINE = ("store", "engine.world", "engine.runtime", "engine.controller", 
 # Every module ``engine.cli.app`` imports at start-up.
 LIGHT_MODULES = ("agents", "artifacts", "audit", "commands", "events", "handoffs", "memory", "options", "output",
                  "permissions", "policy", "receipts", "rooms", "runloop_cmds", "runtime", "serve", "simulate",
-                 "state", "tasks", "tokens", "topology", "wakes", "world_cmds", "pull", "backup", "app")
+                 "state", "tasks", "tokens", "topology", "wakes", "world_cmds", "pull", "backup", "mcp", "app")
 
 
 def imported_modules(code: str) -> list[str]:
