@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.commands.messages import AckMessage, ClaimMessage, SendMessage
-from engine.errors import InvalidInput, NotPermitted, TargetUnresolved
+from engine.errors import InvalidInput, NotFound, NotPermitted, TargetUnresolved
 from engine.models.agents import Agent, Target
 from engine.models.channels import (
     DELIVERY_LIFECYCLE,
@@ -121,12 +121,27 @@ class ChannelCalls(AgentCalls):
         delivery_id = req.delivery_id
 
         def plan(now: int) -> Plan:
+            check_delivery_visible(self, actor, delivery_id, self._store.read.get("deliveries",
+                                                                                  delivery_id=delivery_id))
             values = {"claimed_by": actor} if action == "claim" else {}
             p, _ = self._transition(Delivery, "deliveries", "delivery", delivery_id, DELIVERY_LIFECYCLE, action,
                                     now, values=values, check=lambda d: check_delivery_rules(self, actor, action, d),
                                     event_type=f"message.{action}ed")
             return p
         return self._write(f"{action}_message", actor, req, plan, Delivery, op_id=op_id, cause=cause)
+
+
+def check_delivery_visible(world: WorldCore, actor: str, delivery_id: str, row: dict[str, Any] | None) -> None:
+    """``NotFound`` for a delivery that is missing (``row`` None) or that ``actor`` may not read (the PDP
+    decides ``message:read``: its recipient, a pool's takers, governors): checked first, before the
+    delivery's lifecycle and party rules, so that another agent's delivery is answered exactly as a missing
+    one (never ``illegal_transition`` telling its status). No-op for a readable row, and without a PDP."""
+    if row is None:
+        raise NotFound("delivery", delivery_id)
+    if world._policy.external:
+        (decision,) = world._policy.decide(actor, [Check("message", delivery_id, "read", row)])
+        if not decision.allowed("read"):
+            raise NotFound("delivery", delivery_id)
 
 
 def check_delivery_rules(world: WorldCore, actor: str, action: str, d: Delivery) -> None:

@@ -35,7 +35,7 @@ from engine.policy.model import ACTIONS, KINDS, Decision
 from engine.validation import build, check_id
 from engine.world.approvals import ApprovalCalls
 from engine.world.artifacts import check_artifact_rules
-from engine.world.channels import check_delivery_rules
+from engine.world.channels import check_delivery_rules, check_delivery_visible
 from engine.world.core import Cause, Plan, WorldCore
 from engine.world.handoffs import check_handoff_rules
 from engine.world.memory import MemoryCalls
@@ -115,6 +115,10 @@ def _handoff_rule(world: WorldCore, actor: str, action: str, row: dict[str, Any]
 
 
 def _delivery_rule(world: WorldCore, actor: str, action: str, row: dict[str, Any], now: int) -> None:
+    # the calls' order (channels._delivery_action): visible to the actor, then the lifecycle, then the parties
+    if action in DELIVERY_LIFECYCLE.actions:
+        check_delivery_visible(world, actor, str(row["delivery_id"]), row)
+        DELIVERY_LIFECYCLE.target(str(row["delivery_id"]), str(row["status"]), action)
     check_delivery_rules(world, actor, action, Delivery.model_validate(row))
 
 
@@ -168,7 +172,7 @@ WORLD_RULES: Mapping[str, KindRules] = {
     "task": KindRules(TASK_LIFECYCLE, _task_rule),
     "wake": KindRules(WAKE_LIFECYCLE, _wake_rule),
     "handoff": KindRules(HANDOFF_LIFECYCLE, _handoff_rule),
-    "message": KindRules(DELIVERY_LIFECYCLE, _delivery_rule),
+    "message": KindRules(None, _delivery_rule),  # its lifecycle after the visibility check, in the rule
     "memory": KindRules(MEMORY_LIFECYCLE, _memory_rule),
     "room": KindRules(None, _room_rule, question=_room_question),
     "approval": KindRules(APPROVAL_LIFECYCLE),

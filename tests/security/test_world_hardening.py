@@ -10,11 +10,15 @@ PDP on the repository's policies:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from engine.errors import IllegalTransition, InvalidInput, NotFound, PMWError, PolicyDenied
 from engine.models.wakes import WakeStatus
 from engine.world import World
+from engine.world.list_limits import MAX_EVENTS, MAX_LISTED
 from tests.conftest import add_agent
 
 GOV = "gov"
@@ -109,3 +113,53 @@ def test_supersede_with_another_agents_private_memory_is_answered_as_a_missing_o
             pworld.supersede_memory("bob", own, replacement)
         answers.append((type(refused.value), refused.value.code, str(refused.value).replace(replacement, "X")))
     assert answers[0] == answers[1] and answers[0][0] is NotFound
+
+
+
+def test_acking_or_claiming_another_agents_delivery_is_answered_as_a_missing_one(pworld: World) -> None:
+    add_agent(pworld, "alice", ["message.send"])
+    add_agent(pworld, "bob")
+    add_agent(pworld, "mallory")
+    delivery = pworld.send_message("alice", "general", "agent", "for bob", recipient="bob").deliveries[0]
+    missing = "dlv_6619c5870000000000000000ff"
+    for call in (pworld.ack_message, pworld.claim_message):
+        answers = []
+        for ident in (delivery.delivery_id, missing):
+            with pytest.raises(PMWError) as refused:
+                call("mallory", ident)
+            answers.append((type(refused.value), refused.value.code, str(refused.value).replace(ident, "X")))
+        assert answers[0] == answers[1] and answers[0][0] is NotFound
+    # allowed_actions answers as the calls do; bob, its recipient, still gets the lifecycle's answer
+    assert pworld.allowed_actions("mallory", "message", delivery.delivery_id).refused["ack"] == "not_assignee"
+    with pytest.raises(IllegalTransition):
+        pworld.ack_message("bob", delivery.delivery_id)  # not claimed yet
+    pworld.claim_message("bob", delivery.delivery_id)
+    assert pworld.ack_message("bob", delivery.delivery_id).status.value == "acked"
+
+# ---- D (item 5's last sentence): every list read's limit is bounded ---------------------------------------
+
+LIMITED_READS: dict[str, tuple[int, Callable[[World, int], list[Any]]]] = {
+    "events": (MAX_EVENTS, lambda w, n: w.events(limit=n, actor=GOV)),
+    "list_tasks": (MAX_LISTED, lambda w, n: w.list_tasks(limit=n, actor=GOV)),
+    "list_wakes": (MAX_LISTED, lambda w, n: w.list_wakes(limit=n, actor=GOV)),
+    "list_receipts": (MAX_LISTED, lambda w, n: w.list_receipts(limit=n, actor=GOV)),
+    "list_handoffs": (MAX_LISTED, lambda w, n: w.list_handoffs(limit=n, actor=GOV)),
+    "list_artifacts": (MAX_LISTED, lambda w, n: w.list_artifacts(limit=n, actor=GOV)),
+}
+
+
+@pytest.mark.parametrize("read", sorted(LIMITED_READS))
+def test_a_list_read_refuses_a_limit_past_its_bound_or_below_one(wakes: World, read: str) -> None:
+    top, call = LIMITED_READS[read]
+    for bad in (10**9, top + 1, 0, -1):
+        with pytest.raises(InvalidInput) as refused:
+            call(wakes, bad)
+        assert refused.value.field == "limit"
+    assert isinstance(call(wakes, top), list)
+
+
+def test_events_pages_with_after_seq_within_the_bound(wakes: World) -> None:
+    everything = wakes.events(limit=MAX_EVENTS, actor=GOV)
+    first = wakes.events(limit=2, actor=GOV)
+    rest = wakes.events(after_seq=first[-1].seq, limit=MAX_EVENTS, actor=GOV)
+    assert [e.event_id for e in first + rest] == [e.event_id for e in everything] and len(first) == 2
