@@ -27,6 +27,7 @@ from engine.models.artifacts import Artifact, ArtifactContent, ArtifactStatus, A
 from engine.policy.enforcement import Check
 from engine.validation import build, check_id
 from engine.world.core import Cause, Plan, WorldCore
+from engine.world.list_limits import MAX_LISTED, check_limit
 from store import Insert, Update
 
 STAGING_DIR = ".staging"
@@ -236,7 +237,7 @@ class ArtifactCalls(WorldCore):
     def list_artifacts(self, *, task_id: str | None = None, limit: int = 1000,
                        actor: str | None = None) -> list[Artifact]:
         where = {"task_id": check_id("task_id", task_id)} if task_id is not None else {}
-        return self._list(Artifact, "artifacts", "artifact", actor, where, limit=limit)
+        return self._list(Artifact, "artifacts", "artifact", actor, where, limit=check_limit(limit, MAX_LISTED))
 
 
 def _answered_from_ledger(now: int) -> Plan:

@@ -16,6 +16,7 @@ from engine.policy.attributes import capabilities_of, delegations
 from engine.policy.enforcement import Check
 from engine.validation import build, check_id, parse_enum
 from engine.world.core import Cause, Plan, WorldCore
+from engine.world.list_limits import MAX_LISTED, check_limit
 from store import Insert, Update
 
 
@@ -132,7 +133,7 @@ class HandoffCalls(WorldCore):
             where["status"] = parse_enum("status", HandoffStatus, status).value
         if target_agent is not None:
             where["target_agent"] = check_id("target_agent", target_agent)
-        return self._list(Handoff, "handoffs", "handoff", actor, where, limit=limit)
+        return self._list(Handoff, "handoffs", "handoff", actor, where, limit=check_limit(limit, MAX_LISTED))
 
 
 def check_handoff_rules(world: WorldCore, actor: str, action: str, handoff: Handoff, task: Task | None = None) -> None:

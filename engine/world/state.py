@@ -15,6 +15,7 @@ from engine.policy.model import ACTOR_ROLE_FIELD, DECISION_EVENTS
 from engine.validation import build, check_id, check_int64
 from engine.world.core import Cause, Plan, WorldCore
 from engine.world.event_types import append_refusal
+from engine.world.list_limits import MAX_EVENTS, check_limit
 from engine.world.log_view import shown_records
 from store import Insert, Update
 
@@ -102,7 +103,8 @@ class StateCalls(WorldCore):
 
     def events(self, after_seq: int = 0, limit: int = 100, *, newest: bool = False,
                actor: str | None = None) -> list[Event]:
-        """Events after position ``after_seq`` in log order (``newest``: the last ``limit`` events).
+        """Events after position ``after_seq`` in log order (``newest``: the last ``limit`` events), at most
+        ``limit`` (1 to :data:`~engine.world.list_limits.MAX_EVENTS`; page on with ``after_seq``).
         With a PDP the reader needs ``state:read`` on ``log``. What a record shows is decided by
         :mod:`engine.world.log_view`: row images only of the tables it lists (never a snapshot's image);
         the full record (row images, results, payloads) is the governors' audit view, any other reader gets
@@ -110,7 +112,7 @@ class StateCalls(WorldCore):
         own events only; in every full record, governors' included, the content of memory the reader may
         not read now (another agent's private memory, an unrevealed answer) and the discussion of a room it
         is not an active member of are sealed."""
-        after_seq, limit = check_int64("after_seq", after_seq), check_int64("limit", limit)
+        after_seq, limit = check_int64("after_seq", after_seq), check_limit(limit, MAX_EVENTS)
         self._may_read(actor, "state", "log", {})
         rows = self._store.read.events(after_seq, limit, newest=newest)
         governor = actor is not None and self._policy.external and self._is_governor(actor)

@@ -12,6 +12,7 @@ from engine.models.tasks import TASK_LIFECYCLE, Task, TaskStatus
 from engine.policy.enforcement import Check
 from engine.validation import build, check_id, parse_enum
 from engine.world.core import Cause, Plan, WorldCore
+from engine.world.list_limits import MAX_LISTED, check_limit
 from store import Insert
 
 _LIVE_PRESENCE = ("active", "attached")
@@ -54,7 +55,7 @@ class TaskCalls(WorldCore):
             where["status"] = parse_enum("status", TaskStatus, status).value
         if assignee is not None:
             where["assignee"] = check_id("assignee", assignee)
-        return self._list(Task, "tasks", "task", actor, where, limit=limit)
+        return self._list(Task, "tasks", "task", actor, where, limit=check_limit(limit, MAX_LISTED))
 
     def assign_task(self, actor: str, task_id: str, assignee: str, *, expected_version: int | None = None,
                     op_id: str | None = None, cause: Cause | None = None) -> Task:

@@ -28,6 +28,7 @@ from engine.models.wakes import WAKE_LIFECYCLE, EnqueueResult, Wake, WakeStatus
 from engine.policy.enforcement import Check
 from engine.validation import build, check_id, check_int64, parse_enum
 from engine.world.core import Cause, Plan, WorldCore, request_hash
+from engine.world.list_limits import MAX_LISTED, check_limit
 from store import Change, Insert, Update, WakeClaim, WriteRequest
 
 MAX_TRACES = 10_000
@@ -331,7 +332,8 @@ class WakeCalls(WorldCore):
             where["status"] = parse_enum("status", WakeStatus, status).value
         if target_agent is not None:
             where["target_agent"] = check_id("target_agent", target_agent)
-        return self._list(Wake, "wakes", "wake", actor, where, order_by=("created_at_us", "wake_id"), limit=limit)
+        return self._list(Wake, "wakes", "wake", actor, where, order_by=("created_at_us", "wake_id"),
+                          limit=check_limit(limit, MAX_LISTED))
 
     def get_trace(self, wake_id: str, *, actor: str | None = None) -> Trace:
         """The trace of the run that answered ``wake_id`` (readable by whoever may read the wake)."""
@@ -369,4 +371,4 @@ class WakeCalls(WorldCore):
                       actor: str | None = None) -> list[Receipt]:
         where = {"agent_id": check_id("agent_id", agent_id)} if agent_id is not None else {}
         return self._list(Receipt, "receipts", "receipt", actor, where, order_by=("created_at_us", "receipt_id"),
-                          limit=limit)
+                          limit=check_limit(limit, MAX_LISTED))
