@@ -46,7 +46,11 @@ class Dispatcher:
         write refused for a policy reloaded elsewhere is decided once more under the new epoch. Blocking: call
         it from a worker thread in async code. Errors pass unchanged (typed ``PMWError`` s). A token revoked
         between its check and the work is refused by the next call (the check reads the store each time)."""
-        principal = self._authenticate(token)
+        return self.run_as(self._authenticate(token), work)
+
+    def run_as(self, principal: TokenPrincipal, work: Callable[[TokenPrincipal], T]) -> T:
+        """``work(principal)`` under the world's lock for a principal :meth:`principal` has just proven (a
+        transport that proves the token before it reads the request's body); as :meth:`run` otherwise."""
         with self.lock:
             try:
                 return work(principal)

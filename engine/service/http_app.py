@@ -50,12 +50,22 @@ MAX_BODY_BYTES = 8 * 1024 * 1024
 STATUS_OF_EXIT = {1: 500, 3: 400, 4: 404, 5: 409, 6: 403, 7: 500, 8: 503, 9: 503, 10: 401}
 
 
+#: The problem document's own members (RFC 9457 and PMW's): an error's field of one of these names is sent
+#: only in ``fields``, never over the member.
+PROBLEM_MEMBERS = frozenset({"type", "title", "status", "detail", "instance", "code", "message", "exit_code",
+                             "fields"})
+
+
 def problem(exc: PMWError, *, status: int | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
-    """``exc`` as an RFC 9457 problem document with PMW's code, exit code and fields; its HTTP status is
-    the exit code's (:data:`STATUS_OF_EXIT`) unless ``status`` says otherwise."""
+    """``exc`` as an RFC 9457 problem document with PMW's ``code``, ``exit_code`` and the error's fields: all
+    of them in ``fields``, and each also as a member of its own name unless that name is one of the
+    document's (:data:`PROBLEM_MEMBERS`: ``IllegalTransition.status`` never overwrites the HTTP status). Its
+    HTTP status is the exit code's (:data:`STATUS_OF_EXIT`) unless ``status`` says otherwise."""
     status = status if status is not None else STATUS_OF_EXIT.get(exc.exit_code, 500)
-    body = {"type": f"urn:pmw:error:{exc.code}", "title": exc.code, "status": status, "detail": exc.message,
-            **to_wire(exc.to_dict()), "exit_code": exc.exit_code}
+    fields = to_wire(exc.details())
+    body = {**{k: v for k, v in fields.items() if k not in PROBLEM_MEMBERS},
+            "type": f"urn:pmw:error:{exc.code}", "title": exc.code, "status": status, "detail": exc.message,
+            "code": exc.code, "message": exc.message, "exit_code": exc.exit_code, "fields": fields}
     headers = dict(headers or {})
     if status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="pmw"'
@@ -101,17 +111,27 @@ def bearer(request: Request) -> str | None:
     return token.strip() if scheme.lower() == "bearer" else ""
 
 
-async def body_of(request: Request) -> bytes:
-    """The request's body, refused (``PayloadTooLarge``) over :data:`MAX_BODY_BYTES` from its
-    ``Content-Length`` before a byte is read, and again by what arrived. Nothing is parsed here: a body is
-    parsed only once its token has been checked (:func:`arguments_of`)."""
+def refuse_declared_size(request: Request) -> None:
+    """``PayloadTooLarge`` when the request's ``Content-Length`` is over :data:`MAX_BODY_BYTES` (nothing read)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise PayloadTooLarge("body", int(declared), MAX_BODY_BYTES)
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise PayloadTooLarge("body", len(raw), MAX_BODY_BYTES)
-    return raw
+
+
+async def body_of(request: Request) -> bytes:
+    """The request's body, refused (``PayloadTooLarge``) over :data:`MAX_BODY_BYTES`: from its
+    ``Content-Length`` before a byte is read, and, for a body of no declared length (chunked), as it
+    arrives: reading stops at the first chunk over the cap, so no more than the cap is ever held. Nothing is
+    parsed here: the routes read a body only once its token has been proven (:func:`arguments_of` parses)."""
+    refuse_declared_size(request)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise PayloadTooLarge("body", size, MAX_BODY_BYTES)
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def arguments_of(raw: bytes) -> tuple[dict[str, Any], list[Any]]:
@@ -137,85 +157,8 @@ def arguments_of(raw: bytes) -> tuple[dict[str, Any], list[Any]]:
     return found, positional
 
 
-def build_app(service: Service) -> FastAPI:
-    """The application serving ``service``'s world."""
-    @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        """Enter what the transports need while the server runs (``app.state.lifespans``: async context
-        managers' factories, entered in order and left in reverse)."""
-        async with contextlib.AsyncExitStack() as stack:
-            for enter in app.state.lifespans:
-                await stack.enter_async_context(enter())
-            yield
-
-    app = FastAPI(title="PMW", version="1", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
-    app.state.lifespans = []
-    # DNS rebinding: a page that resolves its own name to 127.0.0.1 reaches the server with its own Host header
-    app.add_middleware(HostCheck, allowed_hosts=list(service.allowed_hosts))
-    dispatch = service.dispatch
-
-    async def served(request: Request, work: Callable[[TokenPrincipal], Any]) -> Response:
-        """Authenticate, then run ``work`` (on a worker thread, one call at a time: ``engine.service.dispatch``)
-        and answer its result."""
-        token = bearer(request)
-
-        def run() -> Any:
-            value = dispatch.run(token, work)
-            return {"result": to_wire(value), "model": model_name(value)}
-        try:
-            answer = await to_thread.run_sync(run)
-        except PMWError as exc:
-            return problem(exc)
-        return JSONResponse(answer)
-
-    @app.exception_handler(PMWError)
-    async def pmw_error(_request: Request, exc: PMWError) -> Response:
-        return problem(exc)
-
-    @app.get("/v1/health", include_in_schema=False)
-    async def health() -> Response:
-        report = await to_thread.run_sync(service.health)
-        return JSONResponse(to_wire(report), status_code=200 if report.status == "ok" else 503)
-
-    @app.get("/v1/whoami", include_in_schema=False)
-    async def whoami(request: Request) -> Response:
-        return await served(request, lambda principal: principal)
-
-    @app.post("/v1/world/{call}", include_in_schema=False)
-    async def world_call(call: str, request: Request) -> Response:
-        spec_of(WORLD_CALLS, "world", call)  # an unknown call is refused before the body is read
-        raw = await body_of(request)
-
-        def call_world(p: TokenPrincipal) -> Any:
-            arguments, positional = arguments_of(raw)
-            return dispatch.world_call(p, call, arguments, positional)
-        return await served(request, call_world)
-
-    @app.post("/v1/governance/{call}", include_in_schema=False)
-    async def governance_call(call: str, request: Request) -> Response:
-        spec = spec_of(service.governance_calls, "governance", call)
-        raw = await body_of(request)
-        facade = service.governance
-
-        def call_governance(p: TokenPrincipal) -> Any:
-            arguments, positional = arguments_of(raw)
-            return invoke(facade, spec, bind(spec, p, arguments, positional, target=facade))
-        return await served(request, call_governance)
-
-    @app.post("/v1/wakes/pull", include_in_schema=False)
-    async def pull(request: Request) -> Response:
-        raw = await body_of(request)
-        spec = CallSpec("pull", True, ())
-        return await served(request, lambda p: service.pull(p, bind(spec, p, arguments_of(raw)[0])))
-
-    @app.post("/v1/wakes/{wake_id}/decision", include_in_schema=False)
-    async def decision(wake_id: str, request: Request) -> Response:
-        raw = await body_of(request)
-        spec = CallSpec("decide", True, ())
-        return await served(request, lambda p: service.decide(p, wake_id, bind(spec, p, arguments_of(raw)[0])))
-
-    mount_transports(app, service)
-
+def add_error_handlers(app: FastAPI) -> None:
+    """Every error the framework or a bug raises, answered as a problem document."""
     @app.exception_handler(404)
     async def not_found(_request: Request, _exc: Exception) -> Response:
         return problem(InvalidInput("path", "no such route; see docs/operations.md and docs/rest.md for the API"))
@@ -240,7 +183,97 @@ def build_app(service: Service) -> FastAPI:
         return problem(InvalidInput("method" if exc.status_code == 405 else "request", reason),
                        status=exc.status_code, headers=dict(exc.headers or {}))
 
+
+def build_app(service: Service) -> FastAPI:
+    """The application serving ``service``'s world."""
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        """Enter what the transports need while the server runs (``app.state.lifespans``: async context
+        managers' factories, entered in order and left in reverse)."""
+        async with contextlib.AsyncExitStack() as stack:
+            for enter in app.state.lifespans:
+                await stack.enter_async_context(enter())
+            yield
+
+    app = FastAPI(title="PMW", version="1", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    app.state.lifespans = []
+    # DNS rebinding: a page that resolves its own name to 127.0.0.1 reaches the server with its own Host header
+    app.add_middleware(HostCheck, allowed_hosts=list(service.allowed_hosts))
+    dispatch = service.dispatch
+
+    async def proven(request: Request) -> TokenPrincipal:
+        """The request's principal: a declared oversize body refused first (nothing read), then the token
+        proven (``Unauthenticated``), before the routes read a byte of the body."""
+        refuse_declared_size(request)
+        return await to_thread.run_sync(dispatch.principal, bearer(request))
+
+    async def served(principal: TokenPrincipal, work: Callable[[TokenPrincipal], Any]) -> Response:
+        """Run ``work`` for ``principal`` (on a worker thread, one call at a time: ``engine.service.dispatch``)
+        and answer its result."""
+        def run() -> Any:
+            value = dispatch.run_as(principal, work)
+            return {"result": to_wire(value), "model": model_name(value)}
+        try:
+            answer = await to_thread.run_sync(run)
+        except PMWError as exc:
+            return problem(exc)
+        return JSONResponse(answer)
+
+    @app.exception_handler(PMWError)
+    async def pmw_error(_request: Request, exc: PMWError) -> Response:
+        return problem(exc)
+
+    @app.get("/v1/health", include_in_schema=False)
+    async def health() -> Response:
+        report = await to_thread.run_sync(service.health)
+        return JSONResponse(to_wire(report), status_code=200 if report.status == "ok" else 503)
+
+    @app.get("/v1/whoami", include_in_schema=False)
+    async def whoami(request: Request) -> Response:
+        return await served(await proven(request), lambda principal: principal)
+
+    @app.post("/v1/world/{call}", include_in_schema=False)
+    async def world_call(call: str, request: Request) -> Response:
+        spec_of(WORLD_CALLS, "world", call)  # an unknown call is refused before the body is read
+        principal = await proven(request)
+        raw = await body_of(request)
+
+        def call_world(p: TokenPrincipal) -> Any:
+            arguments, positional = arguments_of(raw)
+            return dispatch.world_call(p, call, arguments, positional)
+        return await served(principal, call_world)
+
+    @app.post("/v1/governance/{call}", include_in_schema=False)
+    async def governance_call(call: str, request: Request) -> Response:
+        spec = spec_of(service.governance_calls, "governance", call)
+        principal = await proven(request)
+        raw = await body_of(request)
+        facade = service.governance
+
+        def call_governance(p: TokenPrincipal) -> Any:
+            arguments, positional = arguments_of(raw)
+            return invoke(facade, spec, bind(spec, p, arguments, positional, target=facade))
+        return await served(principal, call_governance)
+
+    @app.post("/v1/wakes/pull", include_in_schema=False)
+    async def pull(request: Request) -> Response:
+        principal = await proven(request)
+        raw = await body_of(request)
+        spec = CallSpec("pull", True, ())
+        return await served(principal, lambda p: service.pull(p, bind(spec, p, arguments_of(raw)[0])))
+
+    @app.post("/v1/wakes/{wake_id}/decision", include_in_schema=False)
+    async def decision(wake_id: str, request: Request) -> Response:
+        principal = await proven(request)
+        raw = await body_of(request)
+        spec = CallSpec("decide", True, ())
+        return await served(principal, lambda p: service.decide(p, wake_id, bind(spec, p, arguments_of(raw)[0])))
+
+    mount_transports(app, service)
+
+    add_error_handlers(app)
     return app
 
 
-__all__ = ["MAX_BODY_BYTES", "HostCheck", "bearer", "body_of", "build_app", "invalid_from_request", "problem"]
+__all__ = ["MAX_BODY_BYTES", "PROBLEM_MEMBERS", "HostCheck", "bearer", "body_of", "build_app", "invalid_from_request",
+           "problem", "refuse_declared_size"]

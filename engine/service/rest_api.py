@@ -34,7 +34,7 @@ from engine.commands import COMMANDS, parse
 from engine.errors import InvalidInput, NotFound, PayloadTooLarge, PMWError
 from engine.models.tokens import TokenPrincipal
 from engine.service.calls import CallSpec, bind
-from engine.service.http_app import bearer, body_of, problem
+from engine.service.http_app import bearer, body_of, problem, refuse_declared_size
 from engine.service.rest_headers import apply_headers, etag_of, op_id_of
 from engine.service.rest_openapi import openapi_document
 from engine.service.rest_reads import QueryParam, query_params
@@ -116,7 +116,9 @@ def endpoint(route: Route, service: Service, params: tuple[QueryParam, ...]) -> 
     async def serve(request: Request, **values: Any) -> Response:
         token = bearer(request)
         path = {name: str(values[name]) for name in path_names}
-        try:
+        try:  # a declared oversize body first (nothing read), then the token, then the body
+            refuse_declared_size(request)
+            principal = await to_thread.run_sync(service.dispatch.principal, token)
             raw = await body_of(request) if route.is_command else b""
         except PMWError as exc:
             return rest_problem(exc)
@@ -131,7 +133,7 @@ def endpoint(route: Route, service: Service, params: tuple[QueryParam, ...]) -> 
                          else read_arguments(route, path, query, given))
             return dispatch.world_call(principal, route.call, arguments)
         try:
-            value = await to_thread.run_sync(lambda: dispatch.run(token, work))
+            value = await to_thread.run_sync(lambda: dispatch.run_as(principal, work))
         except PMWError as exc:
             return rest_problem(exc)
         return answer(value)
