@@ -576,3 +576,26 @@ class BackupUnverified(StoreUnavailable):
 
 
 __all__ += ["BackupUnverified"]
+
+
+class ReplayTooFar(PMWError):
+    """A wake stream was asked to resume after log position ``after_seq``, more than ``limit`` positions
+    behind the feed's ``position``: nothing is replayed (a replay reads the log, so its length is bounded).
+    Re-sync with a fresh read of the agent's wakes (``World.list_wakes`` / due wakes), then stream from
+    ``position``."""
+
+    code = "replay_too_far"
+    exit_code = 5
+
+    def __init__(self, after_seq: int, position: int, limit: int) -> None:
+        super().__init__(f"cannot resume after log position {after_seq}: {position - after_seq} positions behind "
+                         f"(at most {limit}); re-sync with a fresh read, then stream from {position}")
+        self.after_seq = after_seq
+        self.position = position
+        self.limit = limit
+
+    def details(self) -> dict[str, Any]:
+        return {"after_seq": self.after_seq, "position": self.position, "limit": self.limit}
+
+
+__all__ += ["ReplayTooFar"]

@@ -14,7 +14,10 @@
   A wake the agent may not read is not sent. Comments (``: heartbeat``) keep an idle stream alive.
 - Resume: a request with ``Last-Event-ID: <seq>`` first gets, from the log, every wake of the agent queued
   after ``seq`` (those queued while it was away), then the live ones: none lost, none twice
-  (``engine.service.wake_feed``). A bad ``Last-Event-ID`` is 400 ``invalid_input``.
+  (``engine.service.wake_feed``). A bad ``Last-Event-ID`` is 400 ``invalid_input``. One more than the
+  feed's ``replay_limit`` positions behind reads nothing: the stream ends at once with ``end`` /
+  ``replay_too_far`` (``after_seq``, ``position``, ``limit``): re-sync with a fresh read (``list_wakes``),
+  then stream from ``position``.
 - The token is checked again before each wake is read and at least every :data:`CHECK_S` seconds: a
   revoked or expired token (or a removed agent) ends the stream with ``event: end`` (``data``: the error
   as the calls report it: ``code``, ``message`` and its fields). So do a stopped server
@@ -48,7 +51,7 @@ from engine.errors import (
 from engine.models.tokens import TokenPrincipal
 from engine.service.calls import WORLD_CALLS, bind, spec_of
 from engine.service.http_app import bearer, problem
-from engine.service.wake_feed import WakeNotice, WakeSubscription
+from engine.service.wake_feed import WakeNotice, WakeSubscription, replay_too_far
 from engine.service.wire import to_wire
 
 if TYPE_CHECKING:
@@ -78,6 +81,15 @@ def frame(event: str, data: Any, event_id: int | None = None) -> bytes:
     """One SSE event (``data`` as one line of JSON)."""
     head = f"id: {event_id}\n" if event_id is not None else ""
     return f"{head}event: {event}\ndata: {json.dumps(data, separators=(',', ':'), sort_keys=True)}\n\n".encode()
+
+
+def end_frame(sub: WakeSubscription) -> bytes:
+    """The ``end`` event of a subscription that ended (its ``end_reason`` as ``code``; ``replay_too_far``
+    with the error's fields)."""
+    if sub.end_reason == "replay_too_far":
+        return frame("end", to_wire(replay_too_far(sub).to_dict()))
+    reason = str(sub.end_reason)
+    return frame("end", {"code": reason, "message": _END_REASONS.get(reason, "")})
 
 
 def mount(app: FastAPI, service: Service) -> None:
@@ -116,7 +128,7 @@ def mount(app: FastAPI, service: Service) -> None:
                     yield frame("wake", wake, notice.seq)
                     continue
                 if sub.end_reason is not None:
-                    yield frame("end", {"code": sub.end_reason, "message": _END_REASONS.get(sub.end_reason, "")})
+                    yield end_frame(sub)
                     return
                 if now - last_check >= CHECK_S:
                     try:

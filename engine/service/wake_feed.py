@@ -19,6 +19,13 @@ the time; at once after a commit of this process that queued a wake, when the st
   not yet taken: a consumer that falls that far behind is dropped (its iteration ends, ``end_reason`` is
   ``"overflow"``) rather than growing memory; it resumes with a new subscription after its last ``seq``.
 
+A replay is bounded: the log has no index from an agent to the events that queued its wakes, so a replay
+reads the log after ``after_seq`` (:data:`BATCH` rows a read) and keeps the agent's. A subscription whose
+``after_seq`` lies more than the feed's ``replay_limit`` (:data:`DEFAULT_REPLAY_LIMIT`) log positions behind
+the feed reads nothing: it ends at once with ``end_reason == "replay_too_far"`` (:func:`replay_too_far`
+says what to do: re-sync with a fresh read of the agent's wakes, then subscribe from the feed's position).
+So a reconnect costs at most ``replay_limit / BATCH + 1`` reads, whatever the log's length.
+
 Notices say only that a wake exists (its id, agent, seq and what the log recorded of it when it was
 queued). A transport that shows a wake reads it through the dispatcher as its principal. Nothing here
 holds the world's lock, writes, or decides anything.
@@ -36,7 +43,7 @@ from typing import Any
 
 from anyio import to_thread
 
-from engine.errors import Closed, InvalidInput, StoreUnavailable
+from engine.errors import Closed, InvalidInput, ReplayTooFar, StoreUnavailable
 from store import Insert, Reader, WriteRequest
 
 log = logging.getLogger(__name__)
@@ -45,6 +52,8 @@ log = logging.getLogger(__name__)
 DEFAULT_POLL_S = 0.005
 #: Events read by one poll (and one replay step).
 BATCH = 500
+#: Log positions a subscription may replay (further behind the feed: it ends with ``replay_too_far``).
+DEFAULT_REPLAY_LIMIT = 5000
 #: Notices a subscription may hold untaken before it is dropped.
 DEFAULT_QUEUE_LIMIT = 1000
 #: Seconds the feed waits after the store failed before it polls again.
@@ -96,6 +105,12 @@ def notices_of(event: Mapping[str, Any]) -> list[WakeNotice]:
     return found
 
 
+def replay_too_far(sub: WakeSubscription) -> ReplayTooFar:
+    """The error a subscription that ended with ``"replay_too_far"`` reports (its ``after_seq``, the feed's
+    ``position`` when it subscribed, the ``limit``)."""
+    return ReplayTooFar(sub.after_seq or 0, sub.live_from, sub.feed.replay_limit)
+
+
 def check_after_seq(after_seq: object) -> int | None:
     """``after_seq`` as a log position (``None``: no resume); ``InvalidInput`` unless a non-negative int."""
     if after_seq is None:
@@ -112,8 +127,10 @@ class WakeSubscription:
     position when the subscription was made), then yields the live ones (``seq > live_from``), each once, in
     ``seq`` order. Ends (``StopAsyncIteration``; :attr:`end_reason` says why) when closed (``"closed"``),
     when the feed stops (``"feed_stopped"``) or when more than the feed's ``queue_limit`` notices wait
-    untaken (``"overflow"``: nothing after the last notice taken is lost from the log; resume from it). Use it
-    on the event loop it was made on."""
+    untaken (``"overflow"``: nothing after the last notice taken is lost from the log; resume from it), and
+    at once, having read nothing, when ``after_seq`` is more than the feed's ``replay_limit`` positions behind
+    ``live_from`` (``"replay_too_far"``: re-sync with a fresh read, :func:`replay_too_far`). Use it on the
+    event loop it was made on."""
 
     def __init__(self, feed: WakeFeed, agent_id: str, after_seq: int | None, live_from: int, limit: int,
                  loop: asyncio.AbstractEventLoop) -> None:
@@ -129,6 +146,9 @@ class WakeSubscription:
         self._replay_at: int | None = after_seq if after_seq is not None and after_seq < live_from else None
         self._waiter: asyncio.Event | None = None
         self._ended: str | None = None
+        if after_seq is not None and live_from - after_seq > feed.replay_limit:
+            self._replay_at = None
+            self._ended = "replay_too_far"
         #: the ``seq`` of the last notice taken (where a resume starts)
         self.last_seq: int | None = after_seq
 
@@ -234,12 +254,15 @@ class WakeFeed:
     """Tails ``read``'s event log on one thread (:meth:`start` / :meth:`stop`) and fans out the wakes queued.
     Starts at the log's end (earlier wakes are reached by a subscription's replay)."""
 
-    def __init__(self, read: Reader, *, poll_s: float = DEFAULT_POLL_S, queue_limit: int = DEFAULT_QUEUE_LIMIT
-                 ) -> None:
+    def __init__(self, read: Reader, *, poll_s: float = DEFAULT_POLL_S, queue_limit: int = DEFAULT_QUEUE_LIMIT,
+                 replay_limit: int = DEFAULT_REPLAY_LIMIT) -> None:
         if not 0 < poll_s <= 1.0:
             raise InvalidInput("poll_s", "must be in (0, 1] seconds")
         if queue_limit < 1:
             raise InvalidInput("queue_limit", "must be at least 1")
+        if isinstance(replay_limit, bool) or not isinstance(replay_limit, int) or replay_limit < 0:
+            raise InvalidInput("replay_limit", "must be an integer >= 0 (log positions)")
+        self.replay_limit = replay_limit
         self.read = read
         self.poll_s = poll_s
         self.queue_limit = queue_limit
@@ -313,15 +336,17 @@ class WakeFeed:
 
     def subscribe(self, agent_id: str, after_seq: int | None) -> WakeSubscription:
         """``agent_id``'s wakes as an async iterator (call on the event loop that will iterate it): those after
-        log position ``after_seq`` replayed from the log first (None: only wakes queued from now on).
-        ``InvalidInput`` for a bad ``after_seq``; ``Closed`` once the feed has stopped."""
+        log position ``after_seq`` replayed from the log first (None: only wakes queued from now on; more
+        than ``replay_limit`` positions behind: a subscription already ended with ``"replay_too_far"``, not
+        registered). ``InvalidInput`` for a bad ``after_seq``; ``Closed`` once the feed has stopped."""
         after = check_after_seq(after_seq)
         loop = asyncio.get_running_loop()
         with self._lock:
             if self._stop.is_set():
                 raise Closed("wake feed")
             sub = WakeSubscription(self, agent_id, after, self._position, self.queue_limit, loop)
-            self._subscriptions.setdefault(agent_id, []).append(sub)
+            if sub._ended is None:
+                self._subscriptions.setdefault(agent_id, []).append(sub)
         return sub
 
     def subscribers(self, agent_id: str | None = None) -> int:
@@ -386,5 +411,5 @@ class WakeFeed:
                         log.exception("wake feed: a listener raised (kept)")
 
 
-__all__ = ["BATCH", "DEFAULT_POLL_S", "DEFAULT_QUEUE_LIMIT", "WakeFeed", "WakeNotice", "WakeSubscription",
-           "check_after_seq", "notices_of"]
+__all__ = ["BATCH", "DEFAULT_POLL_S", "DEFAULT_QUEUE_LIMIT", "DEFAULT_REPLAY_LIMIT", "WakeFeed", "WakeNotice",
+           "WakeSubscription", "check_after_seq", "notices_of", "replay_too_far"]

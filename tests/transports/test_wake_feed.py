@@ -283,3 +283,66 @@ def test_on_postgresql_concurrent_writers_wakes_arrive_once_in_log_order(pg_url:
     finally:
         store.close()
         close_world(world)
+
+
+class CountingReader:
+    """The feed's real reader, counting the log reads (statements) and event rows it answers for reads that
+    start below ``below`` (a replay's: the feed's own polls start at its position, never below it)."""
+
+    def __init__(self, read: object) -> None:
+        self._read = read
+        self.below = 0
+        self.statements = 0
+        self.rows = 0
+
+    def events(self, after_seq: int = 0, limit: int | None = None) -> list[dict[str, object]]:
+        found: list[dict[str, object]] = self._read.events(after_seq, limit)  # type: ignore[attr-defined]
+        if after_seq < self.below:
+            self.statements += 1
+            self.rows += len(found)
+        return found
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._read, name)
+
+
+def test_a_replay_reads_a_bounded_part_of_a_long_log_none_lost(team: World, tmp_path: Path) -> None:
+    """A log of many other events: ``after_seq=0`` reads nothing and ends ``replay_too_far``; a resume
+    within ``replay_limit`` reads at most ``replay_limit / BATCH + 1`` statements and gets every wake of
+    the agent queued after it, once. (Without the bound, ``after_seq=0`` reads the whole log.)"""
+    from engine.errors import ReplayTooFar
+    from engine.service.wake_feed import BATCH, replay_too_far
+
+    first = enqueue(team, "alice", "old")
+    for n in range(600):  # other agents' events: bob's wakes, one event each
+        enqueue(team, "bob", f"bob{n}")
+    middle = book_of(team).store.read.last_seq()
+    late = [enqueue(team, "alice", f"late{n}") for n in range(2)]
+    enqueue(team, "bob", "bobs")
+    store = Store(f"sqlite:///{tmp_path / 'world.db'}")
+    counting = CountingReader(store.read)
+    feed = WakeFeed(counting, replay_limit=BATCH)  # type: ignore[arg-type]
+    feed.start()
+    counting.below = feed.position
+    try:
+        async def scenario() -> tuple[str | None, list[str], str | None]:
+            far = feed.subscribe("alice", after_seq=0)
+            assert await far.next_notice(0.1) is None
+            reason = far.end_reason
+            assert feed.subscribers("alice") == 0  # an ended subscription is not registered
+            error = replay_too_far(far)
+            assert isinstance(error, ReplayTooFar) and error.after_seq == 0 and error.position == feed.position
+            assert counting.statements == 0 and counting.rows == 0
+            near = feed.subscribe("alice", after_seq=middle)
+            got = [n.wake_id for n in [await near.next_notice(0.5), await near.next_notice(0.5)] if n]
+            after = await near.next_notice(0.1)
+            near.close()
+            return reason, got, None if after is None else after.wake_id
+        reason, got, extra = asyncio.run(scenario())
+    finally:
+        feed.stop()
+        store.close()
+    assert reason == "replay_too_far"
+    assert got == late and extra is None and first not in got
+    assert counting.statements <= feed.replay_limit // BATCH + 1
+    assert counting.rows <= feed.replay_limit + 1
