@@ -578,6 +578,27 @@ class BackupUnverified(StoreUnavailable):
 __all__ += ["BackupUnverified"]
 
 
+class TooManyOpen(PMWError):
+    """A principal already holds as many open connections of one kind as it may: ``what`` (``mcp_session``,
+    ``mcp_listen``), ``per`` (``token`` or ``agent``: whose count is full), ``limit``. Nothing was opened;
+    close one (or let an idle one expire) and retry. Another principal is never refused for it."""
+
+    code = "too_many_open"
+    exit_code = 5
+
+    def __init__(self, what: str, per: str, limit: int) -> None:
+        super().__init__(f"too many open {what}s: at most {limit} per {per}")
+        self.what = what
+        self.per = per
+        self.limit = limit
+
+    def details(self) -> dict[str, Any]:
+        return {"what": self.what, "per": self.per, "limit": self.limit}
+
+
+__all__ += ["TooManyOpen"]
+
+
 class ReplayTooFar(PMWError):
     """A wake stream was asked to resume after log position ``after_seq``, more than ``limit`` positions
     behind the feed's ``position``: nothing is replayed (a replay reads the log, so its length is bounded).
@@ -599,3 +620,23 @@ class ReplayTooFar(PMWError):
 
 
 __all__ += ["ReplayTooFar"]
+
+
+class TooManyStreams(PMWError):
+    """A token already holds ``limit`` open wake streams (``per``: ``token``): the new one is refused
+    (nothing opened; the open ones go on). Close one and retry. Another token, another agent's included,
+    is never refused for it."""
+
+    code = "too_many_streams"
+    exit_code = 5
+
+    def __init__(self, limit: int, per: str = "token") -> None:
+        super().__init__(f"too many open wake streams: at most {limit} per {per}")
+        self.limit = limit
+        self.per = per
+
+    def details(self) -> dict[str, Any]:
+        return {"limit": self.limit, "per": self.per}
+
+
+__all__ += ["TooManyStreams"]

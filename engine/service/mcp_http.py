@@ -2,12 +2,17 @@
 
 Built from the official SDK's pieces, in this order for every request:
 
-1. the app's ``TrustedHostMiddleware`` (a ``Host`` not in ``service.allowed_hosts`` is refused, 400);
+1. the app's ``HostCheck`` (a ``Host`` not in ``service.allowed_hosts`` is refused, 400), then
+   ``engine.service.mcp_origin.ExactHostOrigin``: ``Host`` and ``Origin`` parsed whole and matched exactly
+   (421 / 403; the SDK's own checks below match a prefix);
 2. bearer authentication (the SDK's ``BearerAuthBackend`` with a verifier over the world's tokens,
    ``engine.auth.tokens`` through ``service.dispatch.principal``): every request, so a token revoked or
    expired is refused on its next request. No valid token: 401 with ``WWW-Authenticate: Bearer
    error="invalid_token"`` (the MCP authorization spec's resource-server answer);
-3. the session manager (stateful streamable HTTP): the body refused over ``http_app.MAX_BODY_BYTES``
+3. ``engine.service.mcp_sessions.CappedSessionManager`` (the SDK's stateful session manager): at most
+   ``McpLimits`` sessions per token and per agent (one more is 429 ``too_many_open``), idle ones closed
+   after ``session_idle_s`` (5 min), a session whose token no longer holds terminated within
+   ``mcp_sessions.SWEEP_S`` (its GET stream ends); the body refused over ``http_app.MAX_BODY_BYTES``
    before it is parsed (413); ``Host`` and ``Origin`` checked again by the SDK's
    ``TransportSecuritySettings`` (DNS rebinding: a cross-origin request is 403); a session is bound to
    the token that opened it (another token on that session: 404, as if it did not exist);
@@ -26,12 +31,13 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from anyio import to_thread
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
 from mcp.server.auth.provider import AccessToken
 from mcp.server.context import ServerRequestContext
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import Request
@@ -42,7 +48,10 @@ from engine.errors import PMWError
 from engine.models.tokens import TokenPrincipal
 from engine.service.dispatch import Dispatcher
 from engine.service.mcp_backend import DispatchBackend
+from engine.service.mcp_limits import McpLimits
+from engine.service.mcp_origin import ExactHostOrigin
 from engine.service.mcp_server import build_server
+from engine.service.mcp_sessions import CappedSessionManager
 from engine.service.mcp_subscriptions import SubscriptionHub, WakeFeedLike
 
 if TYPE_CHECKING:
@@ -95,19 +104,21 @@ def security_settings(allowed_hosts: set[str]) -> TransportSecuritySettings:
 class McpEndpoint:
     """The ASGI app at ``/mcp``: authentication, then the SDK's session manager."""
 
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: Service, limits: McpLimits | None = None) -> None:
         from engine.service.http_app import MAX_BODY_BYTES
 
         self.service = service
-        self.hub = SubscriptionHub()
+        self.limits = limits or McpLimits.from_env()
+        self.hub = SubscriptionHub(self.limits)
         backend = DispatchBackend(lambda: service.dispatch)
         self.server = build_server(backend, bearer_of, self.hub)
-        self.manager = StreamableHTTPSessionManager(
+        self.manager = CappedSessionManager(
             app=self.server, security_settings=security_settings(service.allowed_hosts),
-            max_request_body_size=MAX_BODY_BYTES)
+            max_request_body_size=MAX_BODY_BYTES, limits=self.limits)
+        self.verifier = WorldTokenVerifier(service)
         inner: ASGIApp = RequireAuthMiddleware(StreamableHTTPASGIApp(self.manager), [])
-        self.app: ASGIApp = AuthenticationMiddleware(AuthContextMiddleware(inner),
-                                                     backend=BearerAuthBackend(WorldTokenVerifier(service)))
+        authenticated = AuthenticationMiddleware(AuthContextMiddleware(inner), backend=BearerAuthBackend(self.verifier))
+        self.app: ASGIApp = ExactHostOrigin(authenticated, service.allowed_hosts)
         self._running = False
         self._starting = asyncio.Lock()
         self._background: asyncio.Task[None] | None = None
@@ -119,12 +130,17 @@ class McpEndpoint:
             feed: WakeFeedLike | None = self.service.wake_feed
         except RuntimeError:  # a service without a running feed: subscriptions are never told anything
             feed = None
-        async with self.manager.run(), self.hub.follow(feed):
+        async def holds(token: str) -> bool:
+            return await self.verifier.verify_token(token) is not None
+
+        async with self.manager.run(), self.hub.follow(feed), anyio.create_task_group() as sweeping:
+            sweeping.start_soon(self.manager.sweep, holds)
             self._running = True
             try:
                 yield
             finally:
                 self._running = False
+                sweeping.cancel_scope.cancel()
 
     async def _start_in_background(self) -> None:
         async with self._starting:

@@ -31,8 +31,9 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
 
-from engine.errors import PMWError
+from engine.errors import PMWError, TooManyOpen
 from engine.service.mcp_backend import McpBackend
+from engine.service.mcp_limits import McpLimits
 from engine.service.mcp_resources import RESOURCE_KINDS, owned_uri, uri_of
 
 logger = logging.getLogger(__name__)
@@ -66,9 +67,13 @@ class _Subscriber:
 class SubscriptionHub:
     """Who is subscribed to which agent's resources, and telling them when a wake for the agent is queued."""
 
-    def __init__(self) -> None:
+    def __init__(self, limits: McpLimits | None = None) -> None:
+        self.limits = limits or McpLimits()
         #: agent -> connection id -> its subscriber
         self._sessions: dict[str, dict[int, _Subscriber]] = {}
+        #: open listen streams per token and per agent (capped by ``limits``)
+        self._listens_of_token: dict[str, int] = {}
+        self._listens_of_agent: dict[str, int] = {}
         self.bus = InMemorySubscriptionBus()
         self.listen_handler = ListenHandler(self.bus)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -132,7 +137,31 @@ class SubscriptionHub:
     async def listen(self, backend: McpBackend, token: str | None, ctx: ServerRequestContext[Any, Any],
                      params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
         """Serve one ``subscriptions/listen`` stream (its URIs already checked) while ``token`` holds: it is
-        checked again every :data:`TOKEN_RECHECK_S`, and a refused token ends the stream with its error."""
+        checked again every :data:`TOKEN_RECHECK_S`, and a refused token ends the stream with its error. A
+        token (or agent) already holding ``limits.listens_per_token`` (``listens_per_agent``) open streams is
+        refused ``too_many_open`` before the stream opens (the SDK's own limit is server-wide)."""
+        agent_id = await backend.agent_of(token)
+        token_key = token or ""
+        if self._listens_of_token.get(token_key, 0) >= self.limits.listens_per_token:
+            raise TooManyOpen("mcp_listen", "token", self.limits.listens_per_token)
+        if self._listens_of_agent.get(agent_id, 0) >= self.limits.listens_per_agent:
+            raise TooManyOpen("mcp_listen", "agent", self.limits.listens_per_agent)
+        self._listens_of_token[token_key] = self._listens_of_token.get(token_key, 0) + 1
+        self._listens_of_agent[agent_id] = self._listens_of_agent.get(agent_id, 0) + 1
+        try:
+            return await self._listen(backend, token, ctx, params)
+        finally:
+            for counts, key in ((self._listens_of_token, token_key), (self._listens_of_agent, agent_id)):
+                counts[key] -= 1
+                if counts[key] <= 0:
+                    del counts[key]
+
+    def open_listens(self, agent_id: str) -> int:
+        """How many ``subscriptions/listen`` streams of ``agent_id`` are open."""
+        return self._listens_of_agent.get(agent_id, 0)
+
+    async def _listen(self, backend: McpBackend, token: str | None, ctx: ServerRequestContext[Any, Any],
+                      params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
         refused: list[PMWError] = []
         result: types.SubscriptionsListenResult | None = None
         async with anyio.create_task_group() as group:

@@ -1,0 +1,140 @@
+"""The SDK's stateful session manager with PMW's per-principal caps and revocation sweep (``/mcp``).
+
+:class:`CappedSessionManager` is the SDK's ``StreamableHTTPSessionManager`` (mcp 2.3, pinned) with:
+
+- **a cap per token and per agent** (:class:`~engine.service.mcp_limits.McpLimits`): a request that would open
+  one more session than its token (or its agent) may hold is **refused** with HTTP 429 and a JSON-RPC error
+  whose ``data`` is PMW's ``too_many_open`` error (``what: mcp_session``, ``per``, ``limit``). Refused, not
+  "the oldest idle one closed": a session between two calls is idle too, and closing it would break a
+  working client of the same agent without telling it why; a refusal tells exactly the client that went over
+  the cap, and sessions a client leaked expire after the idle timeout. The count and the admission happen
+  under the SDK's session-creation lock, so concurrent opens cannot overshoot. Another principal's
+  ``initialize`` is never refused for it (the server-wide SDK limit stays far above any one principal's).
+- **an idle timeout** of ``McpLimits.session_idle_s`` (5 minutes by default, not the SDK's 30).
+- **a revocation sweep** (:meth:`CappedSessionManager.sweep`, run while the endpoint runs): every
+  ``sweep_s`` the token of each open session is checked once (one check per distinct token); a session whose
+  token no longer proves its agent (revoked, expired, agent gone) is terminated, which ends its GET stream:
+  it is told nothing more, and its id answers 404.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, AuthorizationContext, authorization_context
+from mcp.server.lowlevel.server import Server
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import ErrorData as JsonRpcErrorData
+from mcp_types import JSONRPCError
+from starlette.datastructures import Headers
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from engine.errors import TooManyOpen
+from engine.service.mcp_limits import McpLimits
+
+logger = logging.getLogger(__name__)
+#: JSON-RPC error code of a refused open (the ``data`` is PMW's error, as for every refusal of the server).
+REFUSED = -32001
+#: Seconds between two revocation sweeps of the open sessions.
+SWEEP_S = 0.5
+
+#: Whether a token still proves the agent it opened a session as (False: revoked, expired, unknown).
+TokenHolds = Callable[[str], Awaitable[bool]]
+
+
+def refusal(exc: TooManyOpen) -> Response:
+    """The HTTP 429 answer to a refused open: a JSON-RPC error (no request id) with PMW's error as ``data``."""
+    body = JSONRPCError(jsonrpc="2.0", id=None,
+                        error=JsonRpcErrorData(code=REFUSED, message=f"{exc.code}: {exc.message}", data=exc.to_dict()))
+    return Response(body.model_dump_json(by_alias=True, exclude_none=True), status_code=429,
+                    media_type="application/json")
+
+
+class CappedSessionManager(StreamableHTTPSessionManager):
+    """``StreamableHTTPSessionManager`` capping each token's and each agent's open sessions (see the module)."""
+
+    def __init__(self, app: Server[Any], *, limits: McpLimits, security_settings: TransportSecuritySettings,
+                 max_request_body_size: int) -> None:
+        super().__init__(app, security_settings=security_settings, max_request_body_size=max_request_body_size,
+                         session_idle_timeout=limits.session_idle_s)
+        self.limits = limits
+        #: session id -> the bearer token that opened it (for the revocation sweep)
+        self._tokens: dict[str, str] = {}
+
+    def open_sessions(self, *, agent_id: str | None = None, token_id: str | None = None) -> int:
+        """How many sessions are open (of ``agent_id`` / of the token ``token_id`` when given)."""
+        return sum(1 for owner in list(self._session_owners.values())
+                   if (agent_id is None or owner["client_id"] == agent_id)
+                   and (token_id is None or owner["subject"] == token_id))
+
+    def _over_cap(self, requestor: AuthorizationContext | None) -> TooManyOpen | None:
+        if requestor is None:
+            return None
+        if self.open_sessions(token_id=requestor["subject"], agent_id=requestor["client_id"]) \
+                >= self.limits.sessions_per_token:
+            return TooManyOpen("mcp_session", "token", self.limits.sessions_per_token)
+        if self.open_sessions(agent_id=requestor["client_id"]) >= self.limits.sessions_per_agent:
+            return TooManyOpen("mcp_session", "agent", self.limits.sessions_per_agent)
+        return None
+
+    async def _handle_stateful_request(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if Headers(scope=scope).get(MCP_SESSION_ID_HEADER) is not None:
+            await super()._handle_stateful_request(scope, receive, send)
+            return
+        user = scope.get("user")
+        requestor = authorization_context(user) if isinstance(user, AuthenticatedUser) else None
+        async with self._session_creation_lock:  # the count and the admission, together
+            refused = self._over_cap(requestor)
+            transport = None if refused is not None else self._admit_session(requestor)
+        if refused is not None:
+            logger.warning("refusing an MCP session for agent %s: %s", requestor and requestor["client_id"],
+                           refused.message)
+            await refusal(refused)(scope, receive, send)
+            return
+        if transport is None:  # the SDK's server-wide limit
+            await super()._handle_stateful_request(scope, receive, send)
+            return
+        if isinstance(user, AuthenticatedUser) and transport.mcp_session_id is not None:
+            self._tokens[transport.mcp_session_id] = user.access_token.token
+        await self._serve_opening_request(transport, scope, receive, send)
+
+    async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
+        self._tokens.pop(session_id, None)
+        await super()._discard_session(session_id, transport)
+
+    async def sweep_once(self, holds: TokenHolds) -> int:
+        """Terminate every open session whose token no longer holds; answers how many were terminated."""
+        by_token: dict[str, list[str]] = {}
+        for session_id, token in list(self._tokens.items()):
+            by_token.setdefault(token, []).append(session_id)
+        ended = 0
+        for token, session_ids in by_token.items():
+            if await holds(token):
+                continue
+            for session_id in session_ids:
+                transport = self._server_instances.get(session_id)
+                if transport is not None:
+                    logger.info("ending MCP session %s: its token no longer holds", session_id[:12])
+                    await self._discard_session(session_id, transport)
+                    ended += 1
+                else:
+                    self._tokens.pop(session_id, None)
+        return ended
+
+    async def sweep(self, holds: TokenHolds, every_s: float = SWEEP_S) -> None:
+        """:meth:`sweep_once` every ``every_s`` seconds, until cancelled (a failing check is logged, never fatal)."""
+        while True:
+            await anyio.sleep(every_s)
+            try:
+                await self.sweep_once(holds)
+            except Exception:
+                logger.exception("MCP session sweep failed")
+
+
+__all__ = ["REFUSED", "SWEEP_S", "CappedSessionManager", "TokenHolds", "refusal"]
