@@ -188,3 +188,45 @@ def test_a_revoked_token_ends_the_stream(served: Served, tokens: dict[str, str])
         assert refused.status == 401 and refused.problem()["reason"] == "revoked"
     finally:
         refused.close()
+
+
+def test_one_token_holds_at_most_8_streams_and_a_revocation_ends_them_all(served: Served,
+                                                                           tokens: dict[str, str]) -> None:
+    """The cap (default 8 per token) refuses the 9th stream of a token with 429 ``too_many_streams`` while
+    another agent's stream, and another token of the same agent, still open; revoking the token ends every
+    one of its streams (they share one check) within about a second; a closed stream frees its slot."""
+    token = served.issue("alice")
+    token_id = served.client(token).request("GET", "/v1/whoami")["result"]["token_id"]
+    held = [Stream(served, token, "alice") for _ in range(8)]
+    others: list[Stream] = []
+    try:
+        assert [s.status for s in held] == [200] * 8
+        assert all(s.next().event == "ready" for s in held)
+        over = Stream(served, token, "alice")
+        others.append(over)
+        assert over.status == 429
+        body = over.problem()
+        assert body["code"] == "too_many_streams" and body["limit"] == 8 and body["per"] == "token"
+        others.append(Stream(served, tokens["bob"], "bob"))
+        others.append(Stream(served, served.issue("alice"), "alice"))
+        assert [s.status for s in others[1:]] == [200, 200]
+        held.pop().close()  # a closed stream frees its slot (the server notices the closed connection)
+        deadline = time.monotonic() + EVENT_WAIT_S
+        while True:
+            again = Stream(served, token, "alice")
+            if again.status == 200:
+                held.append(again)
+                break
+            again.close()
+            assert time.monotonic() < deadline, "the closed stream's slot was not freed"
+            time.sleep(0.2)
+        assert held[-1].next().event == "ready"
+        served.client(served.governor_token).call("world", "revoke_token", (), {"token_id": token_id})
+        revoked = time.monotonic()
+        ends = [s.next() for s in held]
+        took = time.monotonic() - revoked
+        assert all(e.event == "end" and e.json()["code"] == "unauthenticated" for e in ends), ends
+        assert took < 2.0, took  # one shared check every 0.5 s: within ~1 s
+    finally:
+        for stream in held + others:
+            stream.close()
