@@ -6,6 +6,10 @@
 binds the arguments with the call's own signature and makes the token's agent its principal. An error
 answer (``application/problem+json``) is raised as :class:`RemoteError`, which carries the server's
 stable code, message, exit code and fields, so the CLI reports it exactly as in process.
+
+No redirect is ever followed (:func:`open_url`): a ``3xx`` answer is ``ServerUnreachable`` naming its
+``Location``, so the bearer token never goes to another host (urllib's default opener re-sends the
+``Authorization`` header to wherever a redirect points).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any
 
 from engine.errors import InvalidInput, PMWError, ServerUnreachable
 
@@ -26,6 +30,32 @@ DEFAULT_TIMEOUT_S = 60.0
 TOKEN_AGENT = "@token"
 _PROBLEM_MEMBERS = ("type", "title", "status", "detail", "code", "exit_code", "message")
 _MODEL_PREFIX = "engine."
+
+
+class RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is never followed: urllib then raises the ``3xx`` as an ``HTTPError``."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
+                         headers: Any, newurl: str) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(RefuseRedirects)
+
+
+def open_url(request: urllib.request.Request, timeout_s: float, server: str) -> Any:
+    """``request`` sent with an opener that follows no redirect: its response (a context manager), an
+    ``urllib.error.HTTPError`` for a 4xx/5xx answer, ``ServerUnreachable`` (naming the ``Location``) for a
+    3xx one, ``urllib.error.URLError`` / ``OSError`` when nothing answered."""
+    try:
+        return _OPENER.open(request, timeout=timeout_s)
+    except urllib.error.HTTPError as exc:
+        if not 300 <= exc.code < 400:
+            raise
+        location = str(exc.headers.get("Location", "") if exc.headers is not None else "")
+        exc.close()
+        raise ServerUnreachable(server, f"HTTP {exc.code}: redirected to {location[:200]!r}, not followed (the "
+                                        "token would go with it); use the server's own address") from None
 
 
 class RemoteError(PMWError):
@@ -73,7 +103,7 @@ class ServerClient:
             headers["Authorization"] = f"Bearer {self.token}"
         req = urllib.request.Request(self.server + path, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as response:
+            with open_url(req, self.timeout_s, self.server) as response:
                 return _decoded(response.read(), self.server)
         except urllib.error.HTTPError as exc:
             try:
@@ -146,4 +176,4 @@ def _decoded(raw: bytes, server: str) -> dict[str, Any]:
     return found
 
 
-__all__ = ["TOKEN_AGENT", "RemoteError", "RemoteFacade", "ServerClient", "rebuilt"]
+__all__ = ["TOKEN_AGENT", "RefuseRedirects", "RemoteError", "RemoteFacade", "ServerClient", "open_url", "rebuilt"]

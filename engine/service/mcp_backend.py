@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from anyio import to_thread
 
-from engine.client.http import TOKEN_AGENT, RemoteError, ServerClient
+from engine.client.http import TOKEN_AGENT, RemoteError, ServerClient, open_url
 from engine.commands import COMMANDS
 from engine.errors import NotPermitted, ServerUnreachable
 from engine.models.tokens import TokenPrincipal
@@ -117,7 +117,7 @@ class RemoteBackend:
         body = json.dumps({**fields, **rest}).encode()
         request = urllib.request.Request(self.server.rstrip("/") + path, data=body, method="POST", headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+            with open_url(request, self.timeout_s, self.server) as response:  # follows no redirect
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as exc:
             try:
