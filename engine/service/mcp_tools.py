@@ -75,9 +75,28 @@ def first_paragraph(doc: str | None) -> str:
     return " ".join(text.split("\n\n", 1)[0].split()).replace("``", "`")
 
 
+#: The wire form of bytes that are not UTF-8 (``engine.service.wire.bytes_to_wire``).
+BASE64_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"$base64": {"type": "string",
+                                                                             "contentEncoding": "base64"}},
+                                 "required": ["$base64"], "additionalProperties": False}
+
+
+def _binary_allowed(schema: Any) -> Any:
+    """``schema`` with every bytes field (``"format": "binary"`` string) also allowing the base64 marker."""
+    if isinstance(schema, list):
+        return [_binary_allowed(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if schema.get("type") == "string" and schema.get("format") == "binary":
+        plain = {k: v for k, v in schema.items() if k != "title"}
+        return {**({"title": schema["title"]} if "title" in schema else {}), "anyOf": [plain, BASE64_SCHEMA]}
+    return {k: _binary_allowed(v) for k, v in schema.items()}
+
+
 def _output(annotation: Any) -> tuple[dict[str, Any], bool]:
-    """The output schema of a return annotation and whether the result is wrapped in ``{"result": ...}``."""
-    schema = TypeAdapter(annotation).json_schema(mode="serialization")
+    """The output schema of a return annotation and whether the result is wrapped in ``{"result": ...}``
+    (bytes fields allow the base64 marker of bytes that are not UTF-8)."""
+    schema = _binary_allowed(TypeAdapter(annotation).json_schema(mode="serialization"))
     if isinstance(annotation, type) and issubclass(annotation, BaseModel) and schema.get("type") == "object":
         return schema, False
     defs = schema.pop("$defs", None)
@@ -167,10 +186,33 @@ def _text(payload: Any) -> list[types.TextContent]:
     return [types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False, sort_keys=True))]
 
 
+def artifact_resource(structured: Mapping[str, Any]) -> types.EmbeddedResource | None:
+    """The content of a ``read_artifact`` answer as an embedded resource
+    (``pmw://artifacts/{id}/versions/{version}``): a blob (base64) for bytes that are not UTF-8, else text."""
+    from engine.service.wire import BASE64_KEY
+
+    head, content = structured.get("artifact"), structured.get("content")
+    if not isinstance(head, Mapping):
+        return None
+    uri = f"pmw://artifacts/{head.get('artifact_id')}/versions/{head.get('version')}"
+    contents: types.BlobResourceContents | types.TextResourceContents
+    if isinstance(content, Mapping) and isinstance(content.get(BASE64_KEY), str):
+        contents = types.BlobResourceContents(uri=uri, mime_type="application/octet-stream", blob=content[BASE64_KEY])
+    elif isinstance(content, str):
+        contents = types.TextResourceContents(uri=uri, mime_type="text/plain; charset=utf-8", text=content)
+    else:
+        return None
+    return types.EmbeddedResource(type="resource", resource=contents)
+
+
 def success_result(spec: ToolSpec, wire: Any) -> types.CallToolResult:
-    """A tool's answer: ``structuredContent`` (the result's JSON) and the same JSON as text."""
+    """A tool's answer: ``structuredContent`` (the result's JSON) and the same JSON as text; ``read_artifact``
+    also answers the content as an embedded resource (:func:`artifact_resource`: a blob when it is not UTF-8)."""
     structured = spec.structured(wire)
-    return types.CallToolResult(content=_text(structured), structured_content=structured, is_error=False)
+    content: list[types.ContentBlock] = list(_text(structured))
+    if spec.name == "read_artifact" and (embedded := artifact_resource(structured)) is not None:
+        content.append(embedded)
+    return types.CallToolResult(content=content, structured_content=structured, is_error=False)
 
 
 def error_result(exc: PMWError) -> types.CallToolResult:

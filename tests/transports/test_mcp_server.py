@@ -429,22 +429,35 @@ def test_a_read_scoped_token_only_reads(served: Served, tokens: dict[str, str]) 
     assert missing.value.code == "not_found"
 
 
-def test_a_result_that_is_not_json_is_an_error_result_that_shows_nothing(served: Served,
-                                                                         tokens: dict[str, str]) -> None:
-    """Binary artifact content (registered through the World's named call, in process on the same world)
-    has no JSON form: reading it over MCP is an ``isError`` result naming no internals, and the session
-    goes on serving."""
+def test_binary_artifact_content_is_answered_as_base64_and_a_blob(served: Served, tokens: dict[str, str]) -> None:
+    """Binary artifact content (not UTF-8; registered through the World's named call, in process on the same
+    world) reads over MCP as ``{"$base64": ...}`` in ``structuredContent`` (valid against the tool's output
+    schema: the client validates it) and as an embedded blob resource; over REST the same JSON form; the bytes
+    decode back exactly (``engine.service.wire.revived``)."""
+    import base64
+
+    from engine.models.artifacts import ArtifactContent
     from engine.runtime import Runtime
+    from engine.service.wire import revived
     from engine.settings import load_settings
 
+    data = b"\xff\xfe\x00binary"
     with Runtime.open(load_settings(db_url=served.env["PMW_DB_URL"])) as embedded:
-        binary = embedded.world.register_artifact("alice", "blob", b"\xff\xfe\x00binary")
+        binary = embedded.world.register_artifact("alice", "blob", data)
 
     async def work(client: Client) -> tuple[Any, Any]:
         read = await client.call_tool("read_artifact", {"artifact_id": binary.artifact_id})
         after = await client.call_tool("get_artifact", {"artifact_id": binary.artifact_id})
         return read, after
     read, after = with_client(served, tokens["alice"], work)
-    assert read.is_error and read.structured_content["code"] == "pmw_error"
-    assert "internal error" in read.structured_content["message"] and "0xff" not in read.content[0].text
+    assert not read.is_error, read.structured_content
+    assert read.structured_content["content"] == {"$base64": base64.b64encode(data).decode()}
+    assert revived(ArtifactContent, read.structured_content).content == data
+    blobs = [c.resource for c in read.content if isinstance(c, types.EmbeddedResource)]
+    assert len(blobs) == 1 and isinstance(blobs[0], types.BlobResourceContents)
+    assert base64.b64decode(blobs[0].blob) == data
+    assert blobs[0].uri == f"pmw://artifacts/{binary.artifact_id}/versions/{binary.version}"
     assert not after.is_error and after.structured_content["checksum"] == binary.checksum
+    over_rest = served.client(tokens["alice"]).call("world", "read_artifact", (), {
+        "artifact_id": binary.artifact_id}, rebuild=False)
+    assert revived(ArtifactContent, over_rest).content == data
