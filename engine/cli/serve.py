@@ -6,7 +6,7 @@ import signal
 import socket
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -90,8 +90,8 @@ def serve(
             bound_port = sock.getsockname()[1]
             url = f"http://{'[' + host + ']' if family == socket.AF_INET6 else host}:{bound_port}"
             info = service.announce(url)
-            server = uvicorn.Server(uvicorn.Config(build_app(service), log_level="warning", access_log=False,
-                                                   lifespan="on", timeout_graceful_shutdown=10))
+            server = _Server(uvicorn.Config(build_app(service), log_level="warning", access_log=False,
+                                            lifespan="on", timeout_graceful_shutdown=10), service)
             typer.echo(json.dumps({"serving": url, **info}, sort_keys=True))
             sys.stdout.flush()
             # uvicorn handles SIGTERM/SIGINT (a graceful stop), then raises the signal again with the handler
@@ -105,6 +105,19 @@ def serve(
         finally:
             sock.close()
             service.stop()
+
+
+def _Server(config: Any, service: Any) -> Any:  # noqa: N802 - stands in for the class it builds (imported late)
+    """A ``uvicorn.Server`` that ends the service's pushed streams when its graceful stop begins (an open
+    SSE stream or MCP listen stream would otherwise hold the stop for its whole timeout, then be cut)."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: Any = None) -> None:
+            service.end_streams()
+            await super().shutdown(sockets=sockets)
+
+    return Server(config)
 
 
 def _stopped(_signum: int, _frame: object) -> None:

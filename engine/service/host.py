@@ -146,6 +146,13 @@ class Service:
         assert self._external is not None
         return self._external.decide(principal.agent_id, wake_id, decision)
 
+    def end_streams(self) -> None:
+        """End every pushed stream (the wake feed stopped: each subscription ends with ``feed_stopped``), so a
+        stopping server's open streams finish at once instead of holding its graceful stop to the end of
+        its timeout. Idempotent; :meth:`stop` calls it too."""
+        if self._wake_feed is not None:
+            self._wake_feed.stop()
+
     def health(self) -> HealthReport:
         runtime = self.runtime
         pdp = runtime.pdp_health()
