@@ -7,9 +7,9 @@ fields (``engine.service.http_app.problem``); :class:`~engine.client.http.Server
 ``NotFound``, ...), its constructor given the fields the document carries, and its message the server's.
 The rebuilt error is used only when every field it carries is the one sent; otherwise (an unknown code, a
 field missing, a class whose message is not rebuilt from its fields) the ``RemoteError`` itself is the
-answer: it has the same code, exit code and fields. An error's own ``status`` field (``IllegalTransition``:
-the object's status) is read from the document's ``status`` member when that is not an HTTP status number
-(the server writes the error's fields over the document's members). Stdlib only.
+answer: it has the same code, exit code and fields. The fields are the document's ``fields`` object (so an
+error's own ``status``, ``IllegalTransition``'s, is never confused with the HTTP status); a document without
+it (an older server) has them as its other members (``RemoteError.fields``). Stdlib only.
 """
 
 from __future__ import annotations
@@ -48,9 +48,6 @@ def typed_error(remote: RemoteError) -> PMWError:
     if cls is None:
         return remote
     fields = dict(remote.fields)
-    status = remote.problem.get("status")
-    if "status" not in fields and status is not None and not isinstance(status, int):
-        fields["status"] = status  # an error's own ``status`` field (IllegalTransition) sent in the HTTP one's place
     try:
         params = [p for p in inspect.signature(cls.__init__).parameters.values() if p.name != "self"]
     except (TypeError, ValueError):

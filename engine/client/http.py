@@ -28,7 +28,9 @@ DEFAULT_TIMEOUT_S = 60.0
 #: What a client sends for "the token's agent" where a principal is expected (the CLI's ``--as`` when it
 #: was not given); the server fills in the token's agent.
 TOKEN_AGENT = "@token"
-_PROBLEM_MEMBERS = ("type", "title", "status", "detail", "code", "exit_code", "message")
+#: The problem document's own members: in a document without ``fields`` (an older server) every other member
+#: is one of the error's fields.
+_PROBLEM_MEMBERS = ("type", "title", "status", "detail", "instance", "code", "exit_code", "message", "fields")
 _MODEL_PREFIX = "engine."
 
 
@@ -59,14 +61,19 @@ def open_url(request: urllib.request.Request, timeout_s: float, server: str) -> 
 
 
 class RemoteError(PMWError):
-    """An error the server answered: its ``code``, ``message``, ``exit_code`` and fields, as sent."""
+    """An error the server answered: its ``code``, ``message``, ``exit_code`` and fields, as sent. The fields
+    are the document's ``fields`` object (all of the error's fields, one named like a member, e.g.
+    ``IllegalTransition.status``, included); a document without it (an older server) has them as its
+    members other than the problem document's own."""
 
     def __init__(self, problem: dict[str, Any]) -> None:
         super().__init__(str(problem.get("detail") or problem.get("message") or "the server refused the call"))
         self.remote_code = str(problem.get("code") or "pmw_error")
         exit_code = problem.get("exit_code")
         self.remote_exit = exit_code if isinstance(exit_code, int) and 1 <= exit_code <= 125 else 1
-        self.fields = {k: v for k, v in problem.items() if k not in _PROBLEM_MEMBERS}
+        sent = problem.get("fields")
+        self.fields = dict(sent) if isinstance(sent, dict) else {
+            k: v for k, v in problem.items() if k not in _PROBLEM_MEMBERS}
         #: the problem document as sent (``engine.client.errors`` rebuilds the typed error from it)
         self.problem = dict(problem)
 

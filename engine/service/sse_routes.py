@@ -27,7 +27,8 @@
   streams of that token (:class:`TokenStreams`: at most one authentication per token every
   :data:`CHECK_S` seconds, whatever its number of streams): a revoked or expired token (or a removed
   agent) ends every stream of it within about ``2 * CHECK_S`` with ``event: end`` (``data``: the error as
-  the calls report it: ``code``, ``message`` and its fields). So do a stopped server
+  a problem document has it: ``code``, ``message``, the error's fields in ``fields``, :func:`end_data`). So
+  do a stopped server
   (``feed_stopped``), a client too slow to take its wakes (``overflow``: resume from the last id) and a PDP
   that cannot answer (``policy_unavailable``). The client reconnects with its last id and misses nothing.
 
@@ -176,11 +177,24 @@ def frame(event: str, data: Any, event_id: int | None = None) -> bytes:
     return f"{head}event: {event}\ndata: {json.dumps(data, separators=(',', ':'), sort_keys=True)}\n\n".encode()
 
 
+#: The members of an ``end`` event's data that are not the error's fields.
+END_MEMBERS = frozenset({"code", "message", "fields"})
+
+
+def end_data(exc: PMWError) -> dict[str, Any]:
+    """An ``end`` event's data for ``exc``, as a problem document has it: ``code``, ``message``, every field
+    of the error in ``fields``, and each also as a member of its own name unless that is one of
+    :data:`END_MEMBERS`."""
+    fields = to_wire(exc.details())
+    return {**{k: v for k, v in fields.items() if k not in END_MEMBERS}, "code": exc.code, "message": exc.message,
+            "fields": fields}
+
+
 def end_frame(sub: WakeSubscription) -> bytes:
     """The ``end`` event of a subscription that ended (its ``end_reason`` as ``code``; ``replay_too_far``
     with the error's fields)."""
     if sub.end_reason == "replay_too_far":
-        return frame("end", to_wire(replay_too_far(sub).to_dict()))
+        return frame("end", end_data(replay_too_far(sub)))
     reason = str(sub.end_reason)
     return frame("end", {"code": reason, "message": _END_REASONS.get(reason, "")})
 
@@ -204,7 +218,7 @@ async def stream_events(read_wake: Callable[[str | None, str], Any], token: str 
                 except (NotPermitted, NotFound):
                     continue  # not a wake this agent may read: not shown
                 except (Unauthenticated, PolicyUnavailable, StoreUnavailable) as exc:
-                    yield frame("end", to_wire(exc.to_dict()))
+                    yield frame("end", end_data(exc))
                     return
                 last_check = last_beat = now
                 yield frame("wake", wake, notice.seq)
@@ -215,7 +229,7 @@ async def stream_events(read_wake: Callable[[str | None, str], Any], token: str 
             if now - last_check >= CHECK_S:
                 error = await shared.check(token)
                 if error is not None:
-                    yield frame("end", to_wire(error.to_dict()))
+                    yield frame("end", end_data(error))
                     return
                 last_check = now
             if now - last_beat >= HEARTBEAT_S:

@@ -121,6 +121,28 @@ def test_an_unknown_code_stays_a_remote_error() -> None:
     assert typed_error(bad_fields) is bad_fields
 
 
+def test_an_illegal_transitions_status_field_comes_from_fields_not_the_http_status(
+        served: Served, tokens: dict[str, str]) -> None:
+    """The server sends every field in ``fields`` (``IllegalTransition.status`` is the object's status; the
+    document's ``status`` member stays the HTTP status): the client rebuilds the error from ``fields``, and
+    from the members of a document without it (an older server)."""
+    world = engine.client.connect(served.url, tokens["alice"])
+    task = world.create_task("alice", "legal?")
+    world.claim_task("alice", task.task_id)
+    world.complete_task("alice", task.task_id, {"ok": True})
+    with pytest.raises(IllegalTransition) as illegal:
+        world.claim_task("alice", task.task_id)
+    assert illegal.value.status == "completed" and illegal.value.id == task.task_id
+    sent = RemoteError({"code": "not_found", "status": 404, "detail": "gone", "exit_code": 4, "kind": "member",
+                        "id": "member", "fields": {"kind": "task", "id": "tsk_1"}})
+    rebuilt = typed_error(sent)
+    assert isinstance(rebuilt, NotFound) and (rebuilt.kind, rebuilt.id) == ("task", "tsk_1")  # fields win
+    assert sent.details() == {"kind": "task", "id": "tsk_1"}
+    older = typed_error(RemoteError({"code": "not_found", "status": 404, "detail": "gone", "exit_code": 4,
+                                     "kind": "task", "id": "tsk_2"}))
+    assert isinstance(older, NotFound) and older.id == "tsk_2"
+
+
 def test_wakes_iterates_as_queued_and_resumes_after_last_seq(served: Served, tokens: dict[str, str]) -> None:
     world = engine.client.connect(served.url, tokens["alice"])
     boss = engine.client.connect(served.url, tokens["boss"])
