@@ -107,7 +107,7 @@ def _task_rule(world: WorldCore, actor: str, action: str, row: dict[str, Any], n
 
 
 def _wake_rule(world: WorldCore, actor: str, action: str, row: dict[str, Any], now: int) -> None:
-    check_wake_rules(actor, action, Wake.model_validate(row), now)
+    check_wake_rules(actor, action, Wake.model_validate(row), now, world=world)
 
 
 def _handoff_rule(world: WorldCore, actor: str, action: str, row: dict[str, Any], now: int) -> None:

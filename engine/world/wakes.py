@@ -19,12 +19,14 @@ from engine.errors import (
     InvalidInput,
     LeaseHeld,
     NotFound,
+    NotPermitted,
     OperationConflict,
     PolicyDenied,
 )
 from engine.models.receipts import Decision, Outcome, Receipt, ReceiptBody
 from engine.models.traces import Trace, TraceBody
 from engine.models.wakes import WAKE_LIFECYCLE, EnqueueResult, Wake, WakeStatus
+from engine.policy.attributes import GOVERNOR_ROLE
 from engine.policy.enforcement import Check
 from engine.validation import build, check_id, check_int64, parse_enum
 from engine.world.core import Cause, Plan, WorldCore, request_hash
@@ -53,10 +55,33 @@ def decided_as(actor: str, action: str, wake: Wake) -> str:
     return wake.target_agent if action in RUN_FOR_TARGET else actor
 
 
-def check_wake_rules(worker: str, action: str, wake: Wake, now: int) -> None:
+def enqueuer_of(world: WorldCore, wake_id: str) -> str | None:
+    """The agent that enqueued ``wake_id``: the actor of its ``wake.issued`` event (a wake row does not
+    name it); ``None`` if no such event is in the log."""
+    rows = world._store.read.rows("events", {"subject_id": wake_id, "event_type": "wake.issued"}, limit=1)
+    return str(rows[0]["actor_id"]) if rows else None
+
+
+def check_cancel_party(world: WorldCore, actor: str, wake: Wake) -> None:
+    """``NotPermitted`` for a cancel by anyone but the wake's target, the agent that enqueued it or a
+    governor. The policy decides the rest: the target and governors cancel, a ``wake.enqueue`` holder only
+    a pending wake (never one leased), and the enqueuer is not a resource attribute the PDP sees."""
+    if actor == wake.target_agent:
+        return
+    agent = world._store.read.get("agents", agent_id=actor)
+    if agent is not None and agent["role_id"] == GOVERNOR_ROLE:
+        return
+    if enqueuer_of(world, wake.wake_id) != actor:
+        raise NotPermitted(actor, "cancel", "wake", wake.wake_id,
+                           "only its target, the agent that enqueued it or a governor cancels a wake")
+
+
+def check_wake_rules(worker: str, action: str, wake: Wake, now: int, *, world: WorldCore | None = None) -> None:
     """The World's own rules for ``action`` on ``wake`` (after its lifecycle, before the policy):
     ``LeaseHeld`` for a claim while another lease runs or before the wake is due, and for an ack by anyone
-    but the lease owner."""
+    but the lease owner; with ``world``, :func:`check_cancel_party` for a cancel."""
+    if action == "cancel" and world is not None:
+        check_cancel_party(world, worker, wake)
     if action == "claim":
         if wake.status is WakeStatus.CLAIMED and (wake.lease_until_us or 0) >= now:
             raise LeaseHeld(wake.wake_id, wake.lease_owner, wake.lease_until_us)
@@ -198,7 +223,7 @@ class WakeCalls(WorldCore):
         then :func:`check_wake_rules`, then compare-and-set on the version read (a stale row loses)."""
         wake = Wake.model_validate(row)
         status = WAKE_LIFECYCLE.target(wake.wake_id, wake.status.value, action)
-        check_wake_rules(actor, action, wake, now)
+        check_wake_rules(actor, action, wake, now, world=self)
         new_values = {"status": status, **(values or {}), "updated_at_us": now}
         updated = Wake.model_validate({**wake.model_dump(), **new_values, "version": wake.version + 1})
         return Plan(f"wake.{action}", "wake", wake.wake_id, updated,
@@ -253,9 +278,12 @@ class WakeCalls(WorldCore):
     def cancel_wake(self, actor: str, wake_id: str, reason: str, *, outcome: str = "suppressed",
                     op_id: str | None = None, cause: Cause | None = None) -> Receipt:
         """End a pending or claimed wake without running it; its receipt says why (``outcome`` suppressed,
-        cancelled or denied). Decided with ``actor``'s own authority: the policy lets the wake's target and a
-        governor cancel, nobody else (``wake.enqueue`` does not: ``policies/resources/wake.yaml``), so the
-        receipt answered is one ``actor`` may read (the target's own, or any to a governor)."""
+        cancelled or denied). Decided with ``actor``'s own authority, after the World's party rule
+        (:func:`check_cancel_party`: the target, the wake's enqueuer or a governor, else ``NotPermitted``):
+        the policy lets the target and governors cancel, and a ``wake.enqueue`` holder only a pending wake,
+        never one leased (``policies/resources/wake.yaml``). The receipt answered says nothing its caller
+        did not give or know: a cancel's receipt holds the wake, its target (whom the enqueuer named), the
+        caller's reason and outcome, and no decision, refs or versions of the target's."""
         req = build(CancelWake, wake_id=wake_id, reason=reason, outcome=outcome)
         row = self._row("wakes", "wake", req.wake_id, wake_id=req.wake_id)
         wake = Wake.model_validate(row)

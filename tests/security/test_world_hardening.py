@@ -2,7 +2,8 @@
 PDP on the repository's policies:
 
 - 8: a ``wake.enqueue`` holder cancelled another agent's wake (even one its target had claimed and was
-  deciding) and was answered with that agent's receipt. Now only the governor and the target cancel.
+  deciding) and was answered with that agent's receipt. Now the target and governors cancel, and the
+  agent that enqueued a wake only while it is pending.
 - 10: ``ack_wake`` stored the receipt's ``policy_epoch`` (and refs) the agent made up.
 - 11: existence oracles (an unreadable object answered differently from a missing one).
 - 5: ``events(limit=10**9)`` returned the whole log in one answer.
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from engine.errors import IllegalTransition, InvalidInput, NotFound, PMWError, PolicyDenied
+from engine.errors import IllegalTransition, InvalidInput, NotFound, NotPermitted, PMWError, PolicyDenied
 from engine.models.wakes import WakeStatus
 from engine.world import World
 from engine.world.list_limits import MAX_EVENTS, MAX_LISTED
@@ -40,9 +41,9 @@ def _claimed_wake_of_alice(world: World, key: str) -> str:
 
 # ---- A (item 8): who may cancel a wake --------------------------------------------------------------------
 
-def test_an_enqueuer_cannot_cancel_another_agents_leased_wake(wakes: World) -> None:
-    wid = _claimed_wake_of_alice(wakes, "k-leased")
-    with pytest.raises(PolicyDenied):
+def test_an_enqueue_holder_cannot_cancel_another_agents_leased_wake(wakes: World) -> None:
+    wid = _claimed_wake_of_alice(wakes, "k-leased")  # the governor enqueued it
+    with pytest.raises(NotPermitted):
         wakes.cancel_wake("bob", wid, "bob cancelled you")
     assert wakes.get_wake(wid, actor=GOV).status is WakeStatus.CLAIMED
     # alice's decision still lands: nobody took her wake from under her
@@ -50,12 +51,29 @@ def test_an_enqueuer_cannot_cancel_another_agents_leased_wake(wakes: World) -> N
     assert receipt.agent_id == "alice" and receipt.reason == "mine"
 
 
-def test_an_enqueuer_cannot_cancel_another_agents_pending_wake_even_its_own_enqueue(wakes: World) -> None:
-    wid = wakes.enqueue_wake("bob", "alice", "ping", "k-bob").wake.wake_id
+def test_even_its_enqueuer_cannot_cancel_a_wake_once_its_target_leased_it(wakes: World) -> None:
+    wakes.enqueue_wake("bob", "alice", "ping", "k-bob-leased")
+    leased = wakes.claim_wake("alice", agent_id="alice")
+    assert leased is not None
     with pytest.raises(PolicyDenied):
-        wakes.cancel_wake("bob", wid, "withdrawn")
+        wakes.cancel_wake("bob", leased.wake_id, "withdrawn too late")
+    assert wakes.allowed_actions("bob", "wake", leased.wake_id).refused["cancel"] == "policy"
+    assert wakes.get_wake(leased.wake_id, actor=GOV).status is WakeStatus.CLAIMED
+
+
+def test_only_its_enqueuer_withdraws_a_pending_wake_of_another_agent(wakes: World) -> None:
+    add_agent(wakes, "carol", ["wake.enqueue"])
+    wid = wakes.enqueue_wake("bob", "alice", "ping", "k-bob").wake.wake_id
+    with pytest.raises(NotPermitted):
+        wakes.cancel_wake("carol", wid, "not mine to withdraw")
+    assert wakes.allowed_actions("carol", "wake", wid).refused["cancel"] == "not_assignee"
     assert wakes.get_wake(wid, actor=GOV).status is WakeStatus.PENDING
-    assert wakes.allowed_actions("bob", "wake", wid).refused["cancel"] == "policy"
+    assert "cancel" in wakes.allowed_actions("bob", "wake", wid).allowed
+    receipt = wakes.cancel_wake("bob", wid, "withdrawn")
+    # the answer holds only what bob gave or knew: the wake, its target (bob named it), his reason
+    assert (receipt.wake_id, receipt.agent_id, receipt.reason) == (wid, "alice", "withdrawn")
+    assert (receipt.action_refs, receipt.artifact_refs, receipt.payload, receipt.task_id) == ([], [], {}, None)
+    assert wakes.get_wake(wid, actor=GOV).status is WakeStatus.CANCELLED
 
 
 def test_the_target_and_the_governor_cancel_and_read_what_they_are_answered(wakes: World) -> None:
