@@ -310,7 +310,10 @@ def test_a_replay_reads_a_bounded_part_of_a_long_log_none_lost(team: World, tmp_
     """A log of many other events: ``after_seq=0`` reads nothing and ends ``replay_too_far``; a resume
     within ``replay_limit`` reads at most ``replay_limit / BATCH + 1`` statements and gets every wake of
     the agent queued after it, once. (Without the bound, ``after_seq=0`` reads the whole log.)"""
+    from engine.client.http import ServerClient
+    from engine.client.sse import WakeStream, parse_events
     from engine.errors import ReplayTooFar
+    from engine.service.sse_routes import end_frame
     from engine.service.wake_feed import BATCH, replay_too_far
 
     first = enqueue(team, "alice", "old")
@@ -332,6 +335,11 @@ def test_a_replay_reads_a_bounded_part_of_a_long_log_none_lost(team: World, tmp_
             assert feed.subscribers("alice") == 0  # an ended subscription is not registered
             error = replay_too_far(far)
             assert isinstance(error, ReplayTooFar) and error.after_seq == 0 and error.position == feed.position
+            # as the stream sends it (sse_routes.end_frame) and the client reads it: raised as ReplayTooFar
+            event = next(parse_events(end_frame(far).splitlines(keepends=True)))
+            with pytest.raises(ReplayTooFar) as raised:
+                WakeStream(ServerClient("http://127.0.0.1:9", None), "alice")._ended(event)
+            assert (raised.value.after_seq, raised.value.position, raised.value.limit) == (0, far.live_from, BATCH)
             assert counting.statements == 0 and counting.rows == 0
             near = feed.subscribe("alice", after_seq=middle)
             got = [n.wake_id for n in [await near.next_notice(0.5), await near.next_notice(0.5)] if n]
