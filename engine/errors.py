@@ -640,23 +640,3 @@ class TooManyStreams(PMWError):
 
 
 __all__ += ["TooManyStreams"]
-
-
-class TooManyStreams(PMWError):
-    """A token already holds ``limit`` open wake streams (``per``: ``token``): the new one is refused
-    (nothing opened; the open ones go on). Close one and retry. Another token, another agent's included,
-    is never refused for it."""
-
-    code = "too_many_streams"
-    exit_code = 5
-
-    def __init__(self, limit: int, per: str = "token") -> None:
-        super().__init__(f"too many open wake streams: at most {limit} per {per}")
-        self.limit = limit
-        self.per = per
-
-    def details(self) -> dict[str, Any]:
-        return {"limit": self.limit, "per": self.per}
-
-
-__all__ += ["TooManyStreams"]
