@@ -3,13 +3,15 @@
 :class:`CappedSessionManager` is the SDK's ``StreamableHTTPSessionManager`` (mcp 2.3, pinned) with:
 
 - **a cap per token and per agent** (:class:`~engine.service.mcp_limits.McpLimits`): a request that would open
-  one more session than its token (or its agent) may hold is **refused** with HTTP 429 and a JSON-RPC error
-  whose ``data`` is PMW's ``too_many_open`` error (``what: mcp_session``, ``per``, ``limit``). Refused, not
-  "the oldest idle one closed": a session between two calls is idle too, and closing it would break a
-  working client of the same agent without telling it why; a refusal tells exactly the client that went over
-  the cap, and sessions a client leaked expire after the idle timeout. The count and the admission happen
-  under the SDK's session-creation lock, so concurrent opens cannot overshoot. Another principal's
-  ``initialize`` is never refused for it (the server-wide SDK limit stays far above any one principal's).
+  one more session than its token (or its agent) may hold first **closes that principal's oldest idle
+  session** (no request in flight, no open GET stream: its id then answers 404, on which the MCP spec has a
+  client open a new session); when none of them is idle, it is **refused** with HTTP 429 and a JSON-RPC
+  error whose ``data`` is PMW's ``too_many_open`` error (``what: mcp_session``, ``per``, ``limit``). Why
+  both: clients that never ``DELETE`` their sessions are common (the MCP conformance suite opens one per
+  scenario with one token), and a refusal alone would lock them out until the idle timeout; a session in use
+  is never closed for another. The count, the closing and the admission happen under the SDK's
+  session-creation lock, so concurrent opens cannot overshoot. Another principal's ``initialize`` is never
+  refused for it (the server-wide SDK limit stays far above any one principal's).
 - **an idle timeout** of ``McpLimits.session_idle_s`` (5 minutes by default, not the SDK's 30).
 - **a revocation sweep** (:meth:`CappedSessionManager.sweep`, run while the endpoint runs): every
   ``sweep_s`` the token of each open session is checked once (one check per distinct token); a session whose
@@ -73,14 +75,37 @@ class CappedSessionManager(StreamableHTTPSessionManager):
                    if (agent_id is None or owner["client_id"] == agent_id)
                    and (token_id is None or owner["subject"] == token_id))
 
-    def _over_cap(self, requestor: AuthorizationContext | None) -> TooManyOpen | None:
+    def _sessions_of(self, agent_id: str, token_id: str | None) -> list[str]:
+        return [sid for sid, owner in list(self._session_owners.items())
+                if owner["client_id"] == agent_id and (token_id is None or owner["subject"] == token_id)]
+
+    def _oldest_idle(self, session_ids: list[str]) -> str | None:
+        """The session of ``session_ids`` idle the longest (no request in flight, no GET stream), or None."""
+        idle: list[tuple[float, str]] = []
+        for sid in session_ids:
+            transport = self._server_instances.get(sid)
+            scope = transport.idle_scope if transport is not None else None
+            if transport is not None and scope is not None and transport._requests_in_flight == 0:
+                idle.append((scope.deadline, sid))  # idle since deadline - the idle timeout
+        return min(idle)[1] if idle else None
+
+    async def _make_room(self, requestor: AuthorizationContext | None) -> TooManyOpen | None:
+        """Room for one more session of ``requestor``: close its token's (then its agent's) oldest idle session
+        when the cap is reached; the refusal when none is idle. Called under the session-creation lock."""
         if requestor is None:
             return None
-        if self.open_sessions(token_id=requestor["subject"], agent_id=requestor["client_id"]) \
-                >= self.limits.sessions_per_token:
-            return TooManyOpen("mcp_session", "token", self.limits.sessions_per_token)
-        if self.open_sessions(agent_id=requestor["client_id"]) >= self.limits.sessions_per_agent:
-            return TooManyOpen("mcp_session", "agent", self.limits.sessions_per_agent)
+        for per, token_id, limit in (("token", requestor["subject"], self.limits.sessions_per_token),
+                                     ("agent", None, self.limits.sessions_per_agent)):
+            held = self._sessions_of(requestor["client_id"], token_id)
+            if len(held) < limit:
+                continue
+            oldest = self._oldest_idle(held) if len(held) == limit else None
+            transport = self._server_instances.get(oldest) if oldest is not None else None
+            if oldest is None or transport is None:
+                return TooManyOpen("mcp_session", per, limit)
+            logger.info("closing idle MCP session %s of agent %s: its %s holds %d", oldest[:12],
+                        requestor["client_id"], per, limit)
+            await self._discard_session(oldest, transport)
         return None
 
     async def _handle_stateful_request(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -90,7 +115,7 @@ class CappedSessionManager(StreamableHTTPSessionManager):
         user = scope.get("user")
         requestor = authorization_context(user) if isinstance(user, AuthenticatedUser) else None
         async with self._session_creation_lock:  # the count and the admission, together
-            refused = self._over_cap(requestor)
+            refused = await self._make_room(requestor)
             transport = None if refused is not None else self._admit_session(requestor)
         if refused is not None:
             logger.warning("refusing an MCP session for agent %s: %s", requestor and requestor["client_id"],

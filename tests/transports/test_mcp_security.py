@@ -1,8 +1,8 @@
 """``/mcp`` against one principal exhausting it (attack findings items 2, 6, 7, 13) on a real ``pmw serve`` (a
 subprocess, the real Cerbos PDP) with small caps set through its environment (``engine.service.mcp_limits``):
 
-- a token opening one session more than its cap is refused (429, ``too_many_open``) while another agent's
-  ``initialize`` succeeds; the agent's cap holds across its tokens; a closed session frees room;
+- a token whose sessions are all in use is refused one more (429, ``too_many_open``) while another agent's
+  ``initialize`` succeeds; over the cap, the principal's oldest idle session is closed, never one in use;
 - an idle session is closed after ``PMW_MCP_SESSION_IDLE_S`` (its id then answers 404);
 - a session's open GET stream ends once its token is revoked; a ``subscriptions/listen`` stream too;
 - a token holding its cap of listen streams is refused one more, while alice's listen still opens;
@@ -10,6 +10,7 @@ subprocess, the real Cerbos PDP) with small caps set through its environment (``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -61,54 +62,79 @@ def delete_session(served: Served, token: str, session: str) -> int:
     return response.status_code
 
 
-def test_a_token_over_its_session_cap_is_refused_and_another_agent_is_not(served: Served,
-                                                                          tokens: dict[str, str]) -> None:
+def open_session(served: Served, token: str) -> str:
+    """A new session of ``token``, initialized (its id)."""
+    status, headers, _body = initialize(served, token)
+    assert status == 200, status
+    session = headers["mcp-session-id"]
+    initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode()
+    assert raw_post(served, initialized, {**JSON_HEADERS, **session_headers(token, session)})[0] == 202
+    return session
+
+
+def session_headers(token: str, session: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}", "Mcp-Session-Id": session, "Mcp-Protocol-Version": "2025-11-25"}
+
+
+def session_lives(served: Served, token: str, session: str) -> bool:
+    listing = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).encode()
+    status, _h, _b = raw_post(served, listing, {**JSON_HEADERS, **session_headers(token, session)})
+    assert status in (200, 404), status
+    return status == 200
+
+
+def test_a_token_over_its_session_cap_is_capped_and_another_agent_is_not(served: Served,
+                                                                         tokens: dict[str, str]) -> None:
+    """A token holding its cap of sessions in use (each with an open GET stream) is refused one more (429,
+    ``too_many_open`` naming the cap) while alice opens hers; once one of them is idle, a new one closes it
+    (the oldest idle) and opens; the agent's cap across its tokens closes only an idle session, never one in
+    use."""
     reader = served.issue("bob", "--scope", "read")
-    opened = []
-    for _ in range(SESSIONS_PER_TOKEN):
-        status, headers, _body = initialize(served, reader)
-        assert status == 200
-        opened.append(headers["mcp-session-id"])
-    status, _headers, body = initialize(served, reader)
-    assert status == 429, "a token opened more sessions than its cap"
-    assert body["error"]["data"] == {"code": "too_many_open", "message": body["error"]["data"]["message"],
-                                     "what": "mcp_session", "per": "token", "limit": SESSIONS_PER_TOKEN}
-    assert str(SESSIONS_PER_TOKEN) in body["error"]["message"]
-    status, headers, _body = initialize(served, tokens["alice"])  # another agent is not refused for it
-    assert status == 200
-    assert delete_session(served, tokens["alice"], headers["mcp-session-id"]) in (200, 204)
-    # the agent's cap holds across its tokens
-    another = served.issue("bob", "--scope", "read")
-    for _ in range(SESSIONS_PER_AGENT - SESSIONS_PER_TOKEN):
-        status, headers, _body = initialize(served, another)
-        assert status == 200
-        opened.append(headers["mcp-session-id"])
-    status, _headers, body = initialize(served, another)
-    assert status == 429 and body["error"]["data"]["per"] == "agent"
-    # a closed session frees room for its token
-    assert delete_session(served, reader, opened[0]) in (200, 204)
-    status, _headers, _body = initialize(served, reader)
-    assert status == 200
+
+    async def main() -> None:
+        def run(work: Any, *args: Any) -> Any:
+            return anyio.to_thread.run_sync(lambda: work(*args))
+        busy = [await run(open_session, served, reader) for _ in range(SESSIONS_PER_TOKEN)]
+        async with httpx2.AsyncClient(timeout=WAIT_S) as http, contextlib.AsyncExitStack() as streams:
+            opened = []
+            for session in busy:  # each session in use: its GET stream open
+                got = await streams.enter_async_context(http.stream("GET", mcp_url(served), headers={
+                    **session_headers(reader, session), "Accept": "text/event-stream"}))
+                assert got.status_code == 200
+                opened.append(got)
+            status, _headers, body = await run(initialize, served, reader)
+            assert status == 429, "a token opened more sessions than its cap"
+            assert body["error"]["data"] == {"code": "too_many_open", "message": body["error"]["data"]["message"],
+                                             "what": "mcp_session", "per": "token", "limit": SESSIONS_PER_TOKEN}
+            assert str(SESSIONS_PER_TOKEN) in body["error"]["message"]
+            status, headers, _body = await run(initialize, served, tokens["alice"])  # another agent: not refused
+            assert status == 200
+            assert await run(delete_session, served, tokens["alice"], headers["mcp-session-id"]) in (200, 204)
+            assert all([await run(session_lives, served, reader, s) for s in busy]), "a session in use was closed"
+
+            # the agent's cap (5) across its tokens: another token's sessions fill it; the next one closes the
+            # agent's oldest idle session (the other token's first), never the reader's sessions in use
+            another = await run(served.issue, "bob", "--scope", "read")
+            spare = [await run(open_session, served, another) for _ in range(SESSIONS_PER_AGENT - len(busy))]
+            newest = await run(open_session, served, another)
+            assert not await run(session_lives, served, another, spare[0]), "the oldest idle one was kept"
+            assert await run(session_lives, served, another, newest)
+            assert all([await run(session_lives, served, reader, s) for s in busy]), "a session in use was closed"
+        # the GET streams closed: the reader's sessions are idle, so a new one closes the oldest and opens
+        await anyio.sleep(0.5)
+        fresh = await run(open_session, served, reader)
+        lives = [await run(session_lives, served, reader, s) for s in busy]
+        assert lives.count(False) == 1 and await run(session_lives, served, reader, fresh)
+    anyio.run(main)
 
 
-@pytest.mark.parametrize("cap", [1])
-def test_an_idle_session_is_closed_after_the_idle_timeout(tmp_path_factory: pytest.TempPathFactory,
-                                                          cap: int) -> None:
-    env: dict[str, str | None] = {"PMW_MCP_SESSION_IDLE_S": "1.5", "PMW_MCP_SESSIONS_PER_TOKEN": str(cap)}
-    with Served(tmp_path_factory.mktemp("mcp-idle"), env=env) as served:
+def test_an_idle_session_is_closed_after_the_idle_timeout(tmp_path_factory: pytest.TempPathFactory) -> None:
+    with Served(tmp_path_factory.mktemp("mcp-idle"), env={"PMW_MCP_SESSION_IDLE_S": "1.5"}) as served:
         token = served.add_agent("carol", ["state.write"])
-        status, headers, _body = initialize(served, token)
-        assert status == 200
-        assert initialize(served, token)[0] == 429  # its cap is held while the session lives
-        session = headers["mcp-session-id"]
-        deadline = time.monotonic() + 20.0
-        while initialize(served, token)[0] != 200:  # until the idle one is gone
-            assert time.monotonic() < deadline, "an idle session was never closed"
-            time.sleep(0.25)
-        listing = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).encode()
-        status, _h, _b = raw_post(served, listing, {**JSON_HEADERS, "Authorization": f"Bearer {token}",
-                                                    "Mcp-Session-Id": session, "Mcp-Protocol-Version": "2025-11-25"})
-        assert status == 404
+        session = open_session(served, token)
+        assert session_lives(served, token, session)
+        time.sleep(4.0)  # no request in flight for longer than the idle timeout
+        assert not session_lives(served, token, session), "an idle session was not closed"
 
 
 def test_a_revoked_tokens_get_stream_ends(served: Served, tokens: dict[str, str]) -> None:
@@ -123,17 +149,17 @@ def test_a_revoked_tokens_get_stream_ends(served: Served, tokens: dict[str, str]
     assert raw_post(served, initialized, {**JSON_HEADERS, **common})[0] == 202
 
     async def main() -> float:
-        async with httpx2.AsyncClient(timeout=WAIT_S) as http:
-            async with http.stream("GET", mcp_url(served), headers={**common, "Accept": "text/event-stream"}) as got:
-                assert got.status_code == 200
-                await anyio.to_thread.run_sync(lambda: served.client(served.governor_token).call(
-                    "world", "revoke_token", (), {"token_id": token_id, "actor": "gov"}))
-                revoked = time.monotonic()
-                with anyio.move_on_after(10.0):
-                    async for _chunk in got.aiter_bytes():
-                        pass
-                    return time.monotonic() - revoked
-                raise AssertionError("a revoked token's GET stream stayed open for 10 s")
+        async with httpx2.AsyncClient(timeout=WAIT_S) as http, http.stream(
+                "GET", mcp_url(served), headers={**common, "Accept": "text/event-stream"}) as got:
+            assert got.status_code == 200
+            await anyio.to_thread.run_sync(lambda: served.client(served.governor_token).call(
+                "world", "revoke_token", (), {"token_id": token_id, "actor": "gov"}))
+            revoked = time.monotonic()
+            with anyio.move_on_after(10.0):
+                async for _chunk in got.aiter_bytes():
+                    pass
+                return time.monotonic() - revoked
+            raise AssertionError("a revoked token's GET stream stayed open for 10 s")
     took = anyio.run(main)
     assert took < 10.0
 

@@ -354,7 +354,7 @@ def test_an_op_id_makes_a_write_safe_to_retry(served: Served, tokens: dict[str, 
         answers = []
         for _ in range(2):
             answers.append(await client.call_tool("create_task", {"goal": "retry me"},
-                                                  meta={"pmw/op_id": "mcp-op-1"}))
+                                                  meta={"pmw/op_id": "mcp-op-1"}))  # type: ignore[arg-type]
         for _ in range(2):
             answers.append(await client.call_tool("create_task", {"goal": "retry me too", "op_id": "mcp-op-2"}))
         answers.append(await client.call_tool("list_tasks", {}))
