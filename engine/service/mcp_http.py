@@ -10,7 +10,8 @@ Built from the official SDK's pieces, in this order for every request:
    expired is refused on its next request. No valid token: 401 with ``WWW-Authenticate: Bearer
    error="invalid_token"`` (the MCP authorization spec's resource-server answer);
 3. ``engine.service.mcp_sessions.CappedSessionManager`` (the SDK's stateful session manager): at most
-   ``McpLimits`` sessions per token and per agent (one more is 429 ``too_many_open``), idle ones closed
+   ``McpLimits`` sessions per token and per agent (over it the oldest idle one is closed; all in use: 429
+   ``too_many_open``), idle ones closed
    after ``session_idle_s`` (5 min), a session whose token no longer holds terminated within
    ``mcp_sessions.SWEEP_S`` (its GET stream ends); the body refused over ``http_app.MAX_BODY_BYTES``
    before it is parsed (413); ``Host`` and ``Origin`` checked again by the SDK's
