@@ -47,7 +47,7 @@ PROGRESS_TIMEOUT = 60.0
 
 
 def _state_set_events(world: World, key: str) -> list[dict[str, object]]:
-    return [e.model_dump() for e in world.events(0, limit=1_000_000)
+    return [e.model_dump() for e in world.events(0, limit=100_000)
             if e.event_type == "state.set" and e.subject_id == key]
 
 

@@ -26,7 +26,9 @@ def mcp(
         url = server or run.options.server
         if url:
             from engine.client.credentials import token_for
+            from engine.client.http import ServerClient
 
+            ServerClient(url, None)  # a bad URL is refused (exit 3) before any token is looked up
             serve_remote(url, token_for(url))
         else:
             serve_embedded(run.settings(), os.environ.get("PMW_TOKEN") or None)
