@@ -39,6 +39,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from engine.errors import InvalidInput, PayloadTooLarge, PMWError
 from engine.models.tokens import TokenPrincipal
 from engine.service.calls import WORLD_CALLS, CallSpec, bind, invoke, spec_of
+from engine.service.mcp_origin import host_allowed
 from engine.service.transports import mount_transports
 from engine.service.wire import model_name, to_wire
 from engine.validation import parse_json_text
@@ -94,8 +95,7 @@ class HostCheck:
             await self.app(scope, receive, send)
             return
         host = Headers(scope=scope).get("host", "")
-        name = host[: host.index("]") + 1] if host.startswith("[") and "]" in host else host.split(":")[0]
-        if name in self.allowed:
+        if host_allowed(host, self.allowed):  # exactly a name, or a name and a port: nothing else after it
             await self.app(scope, receive, send)
             return
         refused = problem(InvalidInput("Host", f"{host[:100]!r} is not this server's host name (DNS rebinding)"))
