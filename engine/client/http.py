@@ -165,12 +165,13 @@ def rebuilt(value: Any, model: Any) -> Any:
         cls = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError):
         return value
-    validate = getattr(cls, "model_validate", None)
-    if validate is None:
+    if getattr(cls, "model_validate", None) is None:
         return value
+    from engine.service.wire import revived  # pydantic is loaded already: cls is a model (bytes as sent)
+
     if isinstance(value, list):
-        return [validate(v) for v in value]
-    return validate(value)
+        return [revived(cls, v) for v in value]
+    return revived(cls, value)
 
 
 def _decoded(raw: bytes, server: str) -> dict[str, Any]:
