@@ -3,7 +3,9 @@ written into a copy of the repository (the working tree is never touched), the t
 is run on the copy, and it must fail; the unbroken copy must pass. The schemathesis oracles get the same
 treatment (a write then a refusal must show as changed rows; a crash as a 5xx).
 
-Opt-in, as it copies the tree and runs real servers for about three minutes: ``PMW_REST_MUTANTS=1``."""
+Not collected by the suite (it copies the tree and runs real servers for about three minutes, and proves the
+tests, not the code): run it by name, ``pytest tests/transports/mutants_rest.py``, after changing the REST door
+or its tests. A variant whose anchor moved fails loudly ("the code it breaks moved"): update it with the code."""
 
 from __future__ import annotations
 
@@ -17,12 +19,9 @@ import pytest
 
 from tests.cli_support import REPO
 
-pytestmark = pytest.mark.skipif(os.environ.get("PMW_REST_MUTANTS") != "1",
-                                reason="opt-in (PMW_REST_MUTANTS=1): copies the tree, a few minutes")
-
 SECURITY = "tests/transports/test_rest_security.py"
 FUZZ = "tests/transports/test_rest_schemathesis.py"
-SERVE = '            value = await to_thread.run_sync(lambda: dispatch.run(token, work))\n'
+PROVE = "            principal = await to_thread.run_sync(service.dispatch.principal, token)\n"
 CALL = "            return dispatch.world_call(principal, route.call, arguments)\n"
 #: name -> (text of rest_api.py, its replacement, the test file, its -k selection); "" keeps the file as it is
 MUTANTS: dict[str, tuple[str, str, str, str]] = {
@@ -36,13 +35,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
                  "return dict(arguments)", SECURITY, "idempotency"),
     "no_if_match": ('body = apply_headers(command, body, headers.get("if-match"), headers.get("if-none-match"))',
                     "body = dict(body)", SECURITY, "if_match"),
-    "principal_cached": (SERVE, "            value = await to_thread.run_sync(lambda: work(_SEEN[token]) "
-                                "if token in _SEEN else dispatch.run(token, "
-                                "lambda p: work(_SEEN.setdefault(token, p))))\n",
+    "principal_cached": (PROVE, "            principal = _SEEN[token] if token in _SEEN else _SEEN.setdefault(token, "
+                                "await to_thread.run_sync(service.dispatch.principal, token))\n",
                          SECURITY, "revoked"),
-    "no_token_acts_as_alice": (SERVE, "            value = await to_thread.run_sync(lambda: dispatch.run(token, work) "
-                                      "if token else work(TokenPrincipal(agent_id='alice', token_id='tok_x', "
-                                      "scope='act')))\n", SECURITY, "no_token"),
+    "no_token_acts_as_alice": (PROVE, "            principal = (await to_thread.run_sync(service.dispatch.principal, "
+                                      "token) if token else TokenPrincipal(agent_id='alice', token_id='tok_x', "
+                                      "scope='act'))\n", SECURITY, "no_token"),
     "write_then_refuse": (CALL, "            value = dispatch.world_call(principal, route.call, arguments)\n"
                                 "            if route.call == 'create_task':\n"
                                 "                raise InvalidInput('goal', 'refused after the write')\n"
@@ -69,7 +67,7 @@ def test_the_guarding_test_fails_on_a_broken_variant(name: str, tmp_path: Path) 
     command = [sys.executable, "-m", "pytest", test_file, "-q", "-x", "-p", "no:cacheprovider"]
     if selection:
         command += ["-k", selection]
-    done = subprocess.run(command, cwd=root, env={**os.environ, "PYTHONPATH": str(root), "PMW_REST_MUTANTS": ""},
+    done = subprocess.run(command, cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
                           capture_output=True, text=True, timeout=900, check=False)
     summary = done.stdout.strip().splitlines()[-1:] if done.stdout.strip() else done.stderr[-500:]
     if name == "control":
