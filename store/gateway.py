@@ -284,6 +284,18 @@ def _replay(db: Database, request: WriteRequest) -> CommitOutcome:
     return CommitOutcome(result=stored.result, event_id=stored.event_id, replayed=True)
 
 
+
+def _write_failure(db: Database, exc: Exception, command: str) -> PMWError:
+    """What a failed write of ``command`` is to its caller: a value no column can hold, or a driver error
+    caused by the request's data, is ``InvalidInput`` (never retried); any other database error is
+    ``StoreUnavailable``. Nothing was written either way."""
+    refused = db.value_refused(exc)
+    if isinstance(exc, OverflowError | UnicodeEncodeError | orjson.JSONEncodeError):
+        return InvalidInput("request", f"{command}: {refused or f'a value cannot be stored as JSON ({exc})'}")
+    if refused is not None:  # the request's data, not the store
+        return InvalidInput("request", f"{command}: {refused}")
+    return StoreUnavailable(f"{type(exc).__name__}: {exc}")
+
 def commit(db: Database, request: WriteRequest, hooks: tuple[CommitHook, ...] = (), *,
            undecided_ok: bool = False) -> CommitOutcome:
     """Apply ``request`` atomically; see the module docstring for the contract. ``undecided_ok``: the
@@ -306,13 +318,9 @@ def commit(db: Database, request: WriteRequest, hooks: tuple[CommitHook, ...] = 
         raise
     except PMWError:
         raise
-    except (OverflowError, UnicodeEncodeError, orjson.JSONEncodeError) as exc:  # a value no column can hold
-        reason = db.value_refused(exc) or f"a value cannot be stored as JSON ({exc})"
-        raise InvalidInput("request", f"{request.command}: {reason}") from exc
-    except (db.database_error, DatabaseError) as exc:  # driver errors, and SQLAlchemy's wrapping on connect
-        if (refused := db.value_refused(exc)) is not None:  # the request's data, not the store: never retry
-            raise InvalidInput("request", f"{request.command}: {refused}") from exc
-        raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
+    except (OverflowError, UnicodeEncodeError, orjson.JSONEncodeError,  # a value no column can hold
+            db.database_error, DatabaseError) as exc:  # driver errors, and SQLAlchemy's wrapping on connect
+        raise _write_failure(db, exc, request.command) from exc
     for hook in hooks:
         hook(request)
     return CommitOutcome(result=request.result, event_id=request.event_id, replayed=False)
@@ -403,13 +411,8 @@ def claim_wake(db: Database, claim: WakeClaim, decide: ClaimDecider, hooks: tupl
         return _replay(db, request)
     except PMWError:
         raise
-    except (OverflowError, UnicodeEncodeError, orjson.JSONEncodeError) as exc:
-        reason = db.value_refused(exc) or f"a value cannot be stored as JSON ({exc})"
-        raise InvalidInput("request", f"claim_wake: {reason}") from exc
-    except (db.database_error, DatabaseError) as exc:
-        if (refused := db.value_refused(exc)) is not None:
-            raise InvalidInput("request", f"claim_wake: {refused}") from exc
-        raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
+    except (OverflowError, UnicodeEncodeError, orjson.JSONEncodeError, db.database_error, DatabaseError) as exc:
+        raise _write_failure(db, exc, "claim_wake") from exc
     for hook in hooks:
         hook(request)
     return CommitOutcome(result=request.result, event_id=request.event_id, replayed=False)
@@ -493,13 +496,8 @@ def commit_many(db: Database, requests: list[WriteRequest], hooks: tuple[CommitH
                 raise StoreUnavailable("a batch's operation ids kept colliding with concurrent writes") from None
         except (BatchRefused, PMWError):
             raise
-        except (OverflowError, UnicodeEncodeError, orjson.JSONEncodeError) as exc:
-            reason = db.value_refused(exc) or f"a value cannot be stored as JSON ({exc})"
-            raise InvalidInput("request", f"{requests[0].command}: {reason}") from exc
-        except (db.database_error, DatabaseError) as exc:
-            if (refused := db.value_refused(exc)) is not None:
-                raise InvalidInput("request", f"{requests[0].command}: {refused}") from exc
-            raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
+        except (OverflowError, UnicodeEncodeError, orjson.JSONEncodeError, db.database_error, DatabaseError) as exc:
+            raise _write_failure(db, exc, requests[0].command) from exc
     for request, outcome in zip(requests, outcomes, strict=True):
         if not outcome.replayed:
             for hook in hooks:
