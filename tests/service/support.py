@@ -34,6 +34,12 @@ def base_env(data: Path, **extra: str | None) -> dict[str, str]:
     env["PMW_DB_URL"] = f"sqlite:///{data / 'world.db'}"
     env["PMW_CREDENTIALS"] = str(data.parent / "no-credentials.json")
     env["PYTHONPATH"] = str(REPO)
+    return overridden(env, **extra)
+
+
+def overridden(env: dict[str, str], **extra: str | None) -> dict[str, str]:
+    """A copy of ``env`` with ``extra`` set (a ``None`` value: the variable removed)."""
+    env = dict(env)
     for key, value in extra.items():
         if value is None:
             env.pop(key, None)

@@ -20,7 +20,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from engine.service.mcp_tools import TOOLS
-from tests.service.support import GOVERNOR, REPO, Served
+from tests.service.support import GOVERNOR, REPO, Served, overridden
 
 T = TypeVar("T")
 TIMEOUT_S = 120.0
@@ -41,13 +41,7 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> Served:
 
 
 def stdio_env(world: Served, **extra: str | None) -> dict[str, str]:
-    env = dict(world.env)
-    for key, value in extra.items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = value
-    return env
+    return overridden(world.env, **extra)
 
 
 def with_stdio(env: dict[str, str], work: Callable[[Client], Awaitable[T]], **client_args: Any) -> T:
