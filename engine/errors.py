@@ -640,3 +640,21 @@ class TooManyStreams(PMWError):
 
 
 __all__ += ["TooManyStreams"]
+
+
+class CsrfRefused(PMWError):
+    """A state-changing console form came without the session's CSRF token, or with another one (``reason``:
+    ``missing`` or ``mismatch``): refused before anything is read or written (403)."""
+
+    code = "csrf_refused"
+    exit_code = 6
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"refused: the form's CSRF token is {reason}; reload the page and submit it again")
+        self.reason = reason
+
+    def details(self) -> dict[str, Any]:
+        return {"reason": self.reason}
+
+
+__all__ += ["CsrfRefused"]
