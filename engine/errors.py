@@ -658,3 +658,53 @@ class CsrfRefused(PMWError):
 
 
 __all__ += ["CsrfRefused"]
+
+
+class BehaviourUnavailable(InvalidInput):
+    """A scenario's own behaviour (``MODULE:ATTR``, the ``pmw worker --agent`` contract) cannot be loaded: the
+    module does not import or has no such attribute (``reason`` says which). Nothing was run."""
+
+    code = "behaviour_unavailable"
+
+    def __init__(self, path: str, reason: str, field: str = "behaviour") -> None:
+        super().__init__(field, f"cannot load behaviour {path!r}: {reason}")
+        self.path = path
+
+    def details(self) -> dict[str, Any]:
+        return {**super().details(), "path": self.path}
+
+
+class BehaviourInvalid(InvalidInput):
+    """A scenario's own behaviour loaded, but is not an adapter (an object with ``run``), an adapter factory
+    (a class or a zero-argument callable returning one) nor a decision function (one argument: the JSON
+    context); ``found`` names what it is. Nothing was run."""
+
+    code = "behaviour_invalid"
+
+    def __init__(self, path: str, found: str, field: str = "behaviour") -> None:
+        super().__init__(field, f"{path!r} is {found}: not an adapter, an adapter factory nor a decision function")
+        self.path = path
+        self.found = found
+
+    def details(self) -> dict[str, Any]:
+        return {**super().details(), "path": self.path, "found": self.found}
+
+
+class OptionalDependencyMissing(PMWError):
+    """A feature needs a package that is installed only with an extra (``pip install 'pmw[data]'`` for
+    ``pandas``); nothing was read."""
+
+    code = "optional_dependency_missing"
+    exit_code = 3
+
+    def __init__(self, package: str, extra: str, feature: str) -> None:
+        super().__init__(f"{feature} needs {package!r}: install the {extra!r} extra (pip install 'pmw[{extra}]')")
+        self.package = package
+        self.extra = extra
+        self.feature = feature
+
+    def details(self) -> dict[str, Any]:
+        return {"package": self.package, "extra": self.extra, "feature": self.feature}
+
+
+__all__ += ["BehaviourInvalid", "BehaviourUnavailable", "OptionalDependencyMissing"]
