@@ -642,6 +642,41 @@ class TooManyStreams(PMWError):
 __all__ += ["TooManyStreams"]
 
 
+class ContractInvalid(InvalidInput):
+    """An action contract or retention file is refused at load: ``file``, ``line`` (0: unknown), ``field``
+    (the dotted path in the document) and ``reason``. Nothing of the directory is used."""
+
+    code = "contract_invalid"
+
+    def __init__(self, file: str, line: int, field: str, reason: str) -> None:
+        super().__init__(field, reason)
+        self.message = f"{file}:{line}: {field}: {reason}"
+        self.args = (self.message,)
+        self.file = file
+        self.line = line
+
+    def details(self) -> dict[str, Any]:
+        return {**super().details(), "file": self.file, "line": self.line}
+
+
+class ActionSettled(ConflictError):
+    """The action attempt under ``idempotency_key`` is settled already (``status``: done or failed) and the
+    request would settle it otherwise: nothing was written. Read its status; never repeat a done effect."""
+
+    code = "action_settled"
+
+    def __init__(self, idempotency_key: str, status: str) -> None:
+        super().__init__(f"action {idempotency_key!r} is settled already: {status}")
+        self.idempotency_key = idempotency_key
+        self.status = status
+
+    def details(self) -> dict[str, Any]:
+        return {"idempotency_key": self.idempotency_key, "status": self.status}
+
+
+__all__ += ["ActionSettled", "ContractInvalid"]
+
+
 class CsrfRefused(PMWError):
     """A state-changing console form came without the session's CSRF token, or with another one (``reason``:
     ``missing`` or ``mismatch``): refused before anything is read or written (403)."""
