@@ -6,6 +6,13 @@ its own PDP (``engine.policy.pdp_process``) on free loopback ports serving it, w
 epoch the PDP decides under, records it as the world's current epoch if it is not yet, and stops the PDP
 on close. With ``PMW_PDP_ADDRESS`` it uses that external PDP
 (whose policies governance deploys; reloads then need its admin credentials).
+
+PDP replicas: ``PMW_PDP_ADDRESSES`` names several external PDPs, ``PMW_PDP_REPLICAS`` (``pmw serve
+--pdp-replicas N``) makes the runtime start N of its own (each supervised, all serving the same deployment).
+Every decision goes through one :class:`~engine.policy.pdp_replicas.PdpReplicas` pool (spread, fail over,
+fail closed). A policy change is activated once every replica that answers decides under the new epoch;
+a replica that did not answer is out of rotation until it serves the activated epoch (the documented
+choice: activation on the reachable set, never a mixed decision; ``docs/operations.md``).
 """
 
 from __future__ import annotations
@@ -19,13 +26,12 @@ from pydantic import Field
 from engine.errors import InvalidInput, PolicyUnavailable
 from engine.models.common import Model
 from engine.policy import governance
-from engine.policy.attributes import resource
-from engine.policy.cerbos_adapter import CerbosPdp
 from engine.policy.decision_inputs import decision_inputs
 from engine.policy.deployment import CURRENT, serving_deployment
-from engine.policy.enforcement import PdpAuthorizer, provisional_principal
+from engine.policy.enforcement import PdpAuthorizer
 from engine.policy.model import ACTIONS
 from engine.policy.pdp_process import ManagedPdp, PdpAddress
+from engine.policy.pdp_replicas import PROBE_ACTOR, PdpReplicas, ReplicaStatus, probe_epoch
 from engine.policy.supervisor import PdpHealth, PdpSupervisor
 from engine.settings import Settings, load_settings
 from engine.sources import Clock, IdSource, SystemClock
@@ -33,16 +39,6 @@ from engine.world import RevocationReport, World
 from engine.world.book import RuntimeBook
 from engine.world.policy_epochs import RUNTIME_ACTOR
 from store import Store
-
-PROBE_ACTOR = "pmw-epoch-probe"
-
-
-def probe_epoch(pdp: CerbosPdp) -> str:
-    """The epoch the PDP decides under now (one check of a probe resource); fails closed without one."""
-    decision = pdp.check(provisional_principal(PROBE_ACTOR), [(resource("agent", PROBE_ACTOR), ["read"])])[0]
-    if decision.epoch is None:
-        raise PolicyUnavailable("the PDP's policies carry no epoch marker (is the policy set empty?)")
-    return decision.epoch
 
 
 class ReloadReport(Model):
@@ -74,18 +70,34 @@ class Runtime:
     manager. :attr:`world` is the agent-facing World (hand it to agents); :attr:`book` is the runtime's own
     bookkeeping (workers, controllers and the governance path use it; never hand it to an agent)."""
 
-    def __init__(self, book: RuntimeBook, pdp: CerbosPdp, managed: ManagedPdp | None, settings: Settings, *,
-                 address: PdpAddress, supervisor: PdpSupervisor | None = None) -> None:
+    def __init__(self, book: RuntimeBook, pdp: PdpReplicas, managed: ManagedPdp | None, settings: Settings, *,
+                 address: PdpAddress, supervisor: PdpSupervisor | None = None,
+                 replicas: _OwnPdps | None = None) -> None:
         self.book = book
         self.pdp = pdp
         self.managed = managed
         self.settings = settings
         self.address = address
         self.supervisor = supervisor
+        self._own = replicas or _OwnPdps([], [])
+
+    @property
+    def managed_replicas(self) -> list[ManagedPdp]:
+        """Every PDP this runtime started (``managed`` is the first); empty with external PDPs."""
+        return list(self._own.managed)
+
+    @property
+    def supervisors(self) -> list[PdpSupervisor]:
+        """The supervisors of the PDPs this runtime started, in the order of :attr:`managed_replicas`."""
+        return list(self._own.supervisors)
 
     def pdp_health(self) -> PdpHealth | None:
-        """The runtime's own PDP as its supervisor sees it (None: an external PDP, or not supervised)."""
+        """The runtime's own (first) PDP as its supervisor sees it (None: an external PDP, or not supervised)."""
         return self.supervisor.status() if self.supervisor is not None else None
+
+    def pdp_replicas(self) -> list[ReplicaStatus]:
+        """Every PDP replica as the decision pool sees it (up, down or stale; the epoch it serves)."""
+        return self.pdp.statuses()
 
     @property
     def world(self) -> World:
@@ -108,46 +120,49 @@ class Runtime:
         store does not have it yet. Anything that fails on the way closes what was opened."""
         settings = settings or load_settings()
         clock = clock or SystemClock()
-        managed: ManagedPdp | None = None
-        supervisor: PdpSupervisor | None = None
-        pdp: CerbosPdp | None = None
+        own = _OwnPdps([], [])
+        pdp: PdpReplicas | None = None
         settings.ensure_sqlite_parent()
         store = Store(settings.db_url, settings.database_options())
         try:
             store.init(clock.now_us())
-            source = str(settings.pdp_address or settings.policy_dir)
-            if settings.pdp_address:
-                address = PdpAddress(grpc=settings.pdp_address, http="", admin_user=settings.pdp_admin_user,
-                                     admin_password=settings.pdp_admin_password)
+            external = settings.pdp_address_list()
+            source = ",".join(external) or str(settings.policy_dir)
+            if external:
+                addresses = [PdpAddress(grpc=a, http="", admin_user=settings.pdp_admin_user,
+                                        admin_password=settings.pdp_admin_password) for a in external]
             else:
-                deploy_root = cls.deploy_root(settings)
                 recorded = store.read.current_policy_epoch()
-                deployment, first = serving_deployment(deploy_root, settings.policy_dir,
+                deployment, first = serving_deployment(cls.deploy_root(settings), settings.policy_dir,
                                                        str(recorded["epoch"]) if recorded else None)
                 source = str(settings.policy_dir) if first else f"deployment {deployment.epoch} (at start)"
-                managed = ManagedPdp(deploy_root / CURRENT, run_dir=settings.resolved_data_dir() / "run",
-                                     audit_path=settings.resolved_data_dir() / "audit" / "decisions.log")
-                address = managed.start()
-                if supervise:
-                    # back within seconds: a kill is noticed within 0.1 s, a quick death backs off 0.5 s at most
-                    supervisor = PdpSupervisor(managed, interval_s=0.1, max_backoff_s=0.5)
-                    supervisor.start()
-            pdp = CerbosPdp(address, timeout_s=settings.pdp_timeout_s)
+                addresses = own.start(settings, cls.deploy_root(settings), supervise=supervise)
+
+            def store_epoch() -> str | None:
+                row = store.read.current_policy_epoch()
+                return str(row["epoch"]) if row else None
+
+            pdp = PdpReplicas(addresses, timeout_s=settings.pdp_timeout_s, store_epoch=store_epoch,
+                              reload_stale=not external or bool(settings.pdp_admin_password))
             policy = PdpAuthorizer(pdp, store.read, deploy_root=cls.deploy_root(settings),
                                    decision_memo_size=settings.decision_memo_size)
             book = RuntimeBook(store, policy=policy, clock=clock, ids=ids,
                                artifact_dir=settings.resolved_artifact_dir())
-            book.activate_policy_epoch(probe_epoch(pdp), source)  # idempotent: recorded once per activation
+            epoch = probe_epoch(pdp)
+            if len(addresses) > 1:  # every replica is checked to serve it (a replica that does not waits)
+                pdp.converge(epoch, timeout_s=10.0, reload=False)
+            book.activate_policy_epoch(epoch, source)  # idempotent: recorded once per activation
+            pdp.expect(epoch)
         except BaseException:
             store.close()
             if pdp is not None:
                 pdp.close()
-            if supervisor is not None:
-                supervisor.stop()
-            if managed is not None:
-                managed.stop()
+            own.stop()
             raise
-        return cls(book, pdp, managed, settings, address=address, supervisor=supervisor)
+        first_managed = own.managed[0] if own.managed else None
+        first_supervisor = own.supervisors[0] if own.supervisors else None
+        return cls(book, pdp, first_managed, settings, address=addresses[0], supervisor=first_supervisor,
+                   replicas=own)
 
     def reload_policies(self, source: Path | None = None, *, observe_timeout_s: float = 10.0,
                         by: str = RUNTIME_ACTOR) -> ReloadReport:
@@ -157,8 +172,15 @@ class Runtime:
         started = time.monotonic()
         previous = self.book.current_policy_epoch()
         deployment = governance.deploy(source or self.settings.policy_dir, self.deploy_root(self.settings))
-        self._reload_pdp_until(deployment.epoch, observe_timeout_s)
-        self.book.activate_policy_epoch(deployment.epoch, str(source or self.settings.policy_dir), by=by)
+        self.pdp.admit(deployment.epoch)
+        try:
+            self._reload_pdp_until(deployment.epoch, observe_timeout_s)
+            self.book.activate_policy_epoch(deployment.epoch, str(source or self.settings.policy_dir), by=by)
+        except BaseException:
+            if previous is not None:
+                self.pdp.expect(previous.epoch)  # not activated: only the old epoch's answers go
+            raise
+        self.pdp.expect(deployment.epoch)
         observed = time.monotonic()
         revoked = self.book.recheck_queued_work(deployment.epoch)
         return ReloadReport(previous_epoch=previous.epoch if previous else None, epoch=deployment.epoch,
@@ -173,29 +195,28 @@ class Runtime:
         current = self.book.current_policy_epoch()
         if current is None:
             raise PolicyUnavailable("the world has no policy epoch to follow")
-        if probe_epoch(self.pdp) == current.epoch:
-            return current.epoch
+        self.pdp.admit(current.epoch)
         if self.managed is None:  # an external PDP is governance's to reload: wait for it
-            self._observe(current.epoch, observe_timeout_s)
+            self._observe(current.epoch, observe_timeout_s, reload=False)
         else:
             self._reload_pdp_until(current.epoch, observe_timeout_s)
+        self.pdp.expect(current.epoch)
         return current.epoch
 
     def _reload_pdp_until(self, epoch: str, timeout_s: float) -> None:
-        """Reload the PDP from its policy store and wait until it decides under ``epoch``."""
-        self.pdp.reload()
-        self._observe(epoch, timeout_s)
+        """Reload every PDP replica from its policy store and wait until each that answers decides under
+        ``epoch`` (at least one must, else ``PolicyUnavailable``)."""
+        self._observe(epoch, timeout_s, reload=True)
 
-    def _observe(self, epoch: str, timeout_s: float) -> None:
-        """Wait (bounded) until the PDP decides under ``epoch``; ``PolicyUnavailable`` if it does not in time.
-        Remembered plans are forgotten (they are keyed by epoch; the old set's are of no further use)."""
+    def _observe(self, epoch: str, timeout_s: float, *, reload: bool) -> None:
+        """Wait (bounded) until the replicas decide under ``epoch``; ``PolicyUnavailable`` if none does in
+        time. Remembered plans are forgotten (they are keyed by epoch; the old set's are of no further use)."""
         if isinstance(self.book.policy, PdpAuthorizer):
             self.book.policy.forget()
-        deadline = time.monotonic() + timeout_s
-        while (seen := probe_epoch(self.pdp)) != epoch:
-            if time.monotonic() > deadline:
-                raise PolicyUnavailable(f"the PDP decides under {seen!r}, not {epoch!r}")
-            time.sleep(0.05)
+        try:
+            self.pdp.converge(epoch, timeout_s=timeout_s, reload=reload)
+        except PolicyUnavailable as exc:
+            raise PolicyUnavailable(f"the PDP does not decide under {epoch!r}: {exc.reason}") from exc
 
     def explain(self, principal_id: str, kind: str, ident: str, action: str) -> Explanation:
         """The decision for (principal, object, action), with the derived roles that applied and the
@@ -212,10 +233,7 @@ class Runtime:
     def close(self) -> None:
         self.book.close()
         self.pdp.close()
-        if self.supervisor is not None:
-            self.supervisor.stop()  # stops watching first, then the PDP
-        if self.managed is not None:
-            self.managed.stop()
+        self._own.stop()  # each supervisor stops watching first, then its PDP
 
     def __enter__(self) -> Runtime:
         return self
@@ -225,4 +243,36 @@ class Runtime:
         self.close()
 
 
-__all__ = ["Explanation", "ReloadReport", "Runtime", "probe_epoch"]
+class _OwnPdps:
+    """The PDPs a runtime starts itself (``PMW_PDP_REPLICAS`` of them), all serving the world's deployment,
+    each on its own loopback ports and supervised; stopped by their PIDs."""
+
+    def __init__(self, managed: list[ManagedPdp], supervisors: list[PdpSupervisor]) -> None:
+        self.managed = managed
+        self.supervisors = supervisors
+
+    def start(self, settings: Settings, deploy_root: Path, *, supervise: bool) -> list[PdpAddress]:
+        """Start ``settings.pdp_replicas`` PDPs on ``deploy_root/current``; their addresses. The first
+        keeps the world's decision log (``audit/decisions.log``), replica i its own ``decisions-r<i>.log``."""
+        data = settings.resolved_data_dir()
+        addresses: list[PdpAddress] = []
+        for i in range(settings.pdp_replicas):
+            audit = data / "audit" / ("decisions.log" if i == 0 else f"decisions-r{i}.log")
+            managed = ManagedPdp(deploy_root / CURRENT, run_dir=data / "run", audit_path=audit)
+            self.managed.append(managed)
+            addresses.append(managed.start())
+            if supervise:
+                # back within seconds: a kill is noticed within 0.1 s, a quick death backs off 0.5 s at most
+                supervisor = PdpSupervisor(managed, interval_s=0.1, max_backoff_s=0.5)
+                self.supervisors.append(supervisor)
+                supervisor.start()
+        return addresses
+
+    def stop(self) -> None:
+        for supervisor in self.supervisors:
+            supervisor.stop()
+        for managed in self.managed:
+            managed.stop()
+
+
+__all__ = ["PROBE_ACTOR", "Explanation", "ReloadReport", "Runtime", "probe_epoch"]

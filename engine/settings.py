@@ -8,6 +8,9 @@
 ``PMW_POLICY_DIR``      the Cerbos policy directory the runtime's own PDP serves (default: the repo's
                         ``policies/``)
 ``PMW_PDP_ADDRESS``     ``host:port`` of an external PDP's gRPC listener; unset: the runtime starts its own
+``PMW_PDP_ADDRESSES``   several external PDP replicas, ``host:port,host:port`` (with ``PMW_PDP_ADDRESS``, if also
+                        set, first); the runtime spreads calls over them and fails over (``engine.policy.pdp_replicas``)
+``PMW_PDP_REPLICAS``    how many PDPs the runtime starts itself when no external one is named (default 1)
 ``PMW_PDP_ADMIN_USER`` / ``PMW_PDP_ADMIN_PASSWORD``  admin credentials of an external PDP (for reloads)
 ``PMW_PDP_TIMEOUT_S``   deadline of every PDP call (default 2.0 s)
 ``PMW_POLICY_DEPLOY_ROOT``  where validated policy sets are deployed (``<root>/current`` is served);
@@ -42,11 +45,20 @@ class Settings(BaseSettings):
     busy_timeout_ms: int = Field(default=30_000, ge=0, le=600_000)
     policy_dir: Path = Field(default_factory=lambda: Path(__file__).resolve().parents[1] / "policies")
     pdp_address: str | None = Field(default=None, pattern=r"^[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$")
+    pdp_addresses: str | None = Field(default=None, pattern=r"^[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}"
+                                                            r"(,[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}){0,31}$")
+    pdp_replicas: int = Field(default=1, ge=1, le=16)
     pdp_admin_user: str | None = None
     pdp_admin_password: str | None = None
     pdp_timeout_s: float = Field(default=2.0, gt=0, le=60)
     policy_deploy_root: Path | None = None
     decision_memo_size: int = Field(default=0, ge=0, le=10_000_000)
+
+    def pdp_address_list(self) -> list[str]:
+        """The external PDP replicas' gRPC addresses (``PMW_PDP_ADDRESS`` first, then ``PMW_PDP_ADDRESSES``),
+        each once, in order; empty: the runtime starts its own."""
+        named = [self.pdp_address or "", *(self.pdp_addresses or "").split(",")]
+        return list(dict.fromkeys(a for a in named if a))
 
     def resolved_data_dir(self) -> Path:
         """Where runtime files live: beside a SQLite database file, else ``./pmw-data``."""

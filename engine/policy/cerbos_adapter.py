@@ -84,11 +84,16 @@ def _translated(exc: grpc.RpcError) -> PolicyInvalidRequest | PolicyUnavailable:
 
 
 class CerbosPdp:
-    """A gRPC client for one PDP address. Thread-safe (one channel, per-call deadlines)."""
+    """A gRPC client for one PDP address. Thread-safe (one channel, per-call deadlines).
 
-    def __init__(self, address: PdpAddress, *, timeout_s: float = 2.0) -> None:
+    ``wait_for_ready`` (default): a call waits, up to its deadline, for a channel that is reconnecting (a
+    supervised PDP restarting on the same ports). False: a call to a PDP that is known unreachable fails at
+    once (``PolicyUnavailable``), which is what a pool of replicas wants, to fail over without waiting."""
+
+    def __init__(self, address: PdpAddress, *, timeout_s: float = 2.0, wait_for_ready: bool = True) -> None:
         self.address = address
         self.timeout_s = timeout_s
+        self.wait_for_ready = wait_for_ready
         # Reconnect quickly after a PDP restart; each call waits for a ready channel only until its deadline.
         self._channel = grpc.insecure_channel(address.grpc, options=[
             ("grpc.initial_reconnect_backoff_ms", 50), ("grpc.min_reconnect_backoff_ms", 50),
@@ -110,7 +115,7 @@ class CerbosPdp:
         if self._closed:
             raise Closed(_CLOSED)
         try:
-            return method(request, timeout=self.timeout_s, wait_for_ready=True, **kw)
+            return method(request, timeout=self.timeout_s, wait_for_ready=self.wait_for_ready, **kw)
         except grpc.RpcError as exc:
             if self._closed:  # cancelled by close() while in flight
                 raise Closed(_CLOSED) from exc

@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 from engine.errors import InvalidInput, NotPermitted, PolicyDenied, PolicyUnavailable
 from engine.policy.attributes import principal, resource
-from engine.policy.cerbos_adapter import CerbosPdp
 from engine.policy.decision_memo import DecisionMemo, epoch_scanner
+from engine.policy.decision_point import DecisionPoint
 from engine.policy.model import ACTIONS, Decision, PlanFilter, PrincipalRef, ResourceRef
 from engine.policy.plan_memo import PlanMemo
 from store import Reader
@@ -118,7 +118,7 @@ class PdpAuthorizer:
 
     external = True
 
-    def __init__(self, pdp: CerbosPdp, read: Reader, *, plan_memo: PlanMemo | None = None,
+    def __init__(self, pdp: DecisionPoint, read: Reader, *, plan_memo: PlanMemo | None = None,
                  decision_memo: DecisionMemo | None = None, decision_memo_size: int | None = None,
                  deploy_root: Path | None = None) -> None:
         self.pdp = pdp
@@ -172,7 +172,7 @@ class PdpAuthorizer:
                       [checks[i].action]) for i in idx]
             for i, decision in zip(idx, self._check(epoch, p, asked), strict=True):
                 out[i] = decision
-        return [d for d in out if d is not None]
+        return _one_epoch([d for d in out if d is not None])
 
     def authorize(self, actor: str, checks: Sequence[Check]) -> str | None:
         if not checks:
@@ -217,7 +217,16 @@ class PdpAuthorizer:
                      for n in idx]
             for n, decision in zip(idx, self._check(epoch, p, asked), strict=True):
                 out[n] = decision
-        return [d for d in out if d is not None]
+        return _one_epoch([d for d in out if d is not None])
+
+
+def _one_epoch(decisions: list[Decision]) -> list[Decision]:
+    """``decisions`` if they were all taken under one policy epoch, else ``PolicyUnavailable``: the answers of
+    several requests (one per task) may come from different PDP replicas while a deployment is under way,
+    and a mixed answer is never handed out."""
+    if len({d.epoch for d in decisions}) > 1:
+        raise PolicyUnavailable(f"the PDP answered under several epochs ({sorted({str(d.epoch) for d in decisions})})")
+    return decisions
 
 
 __all__ = ["Authorizer", "Check", "LocalScopeRules", "PdpAuthorizer", "provisional_principal"]

@@ -266,11 +266,13 @@ class ManagedPdp:
     """One ``cerbos server`` subprocess serving ``policy_dir``; use as a context manager or start/stop.
 
     ``run_dir`` holds the working directory (``pdp-<pid>-<random>``: config, default log); None means
-    :func:`default_run_dir`. Thread-safe: :meth:`start` and :meth:`stop` may race (a stop wins: a start it
-    interrupts raises :class:`PolicyUnavailable` and leaves nothing running)."""
+    :func:`default_run_dir`. ``admin_password`` (default: a fresh random one) lets several PDPs share one
+    admin credential (replicas an external client reloads with ``PMW_PDP_ADMIN_PASSWORD``). Thread-safe:
+    :meth:`start` and :meth:`stop` may race (a stop wins: a start it interrupts raises
+    :class:`PolicyUnavailable` and leaves nothing running)."""
 
     def __init__(self, policy_dir: Path, *, audit_path: Path | None = None, log_path: Path | None = None,
-                 run_dir: Path | None = None) -> None:
+                 run_dir: Path | None = None, admin_password: str | None = None) -> None:
         self.policy_dir = Path(policy_dir).absolute()  # not resolve(): a deployment swaps the symlink
         self._shared_run_dir = run_dir is None
         self.run_dir = (default_run_dir() if run_dir is None else Path(run_dir)).absolute()
@@ -281,7 +283,7 @@ class ManagedPdp:
         self.proc: subprocess.Popen[bytes] | None = None
         self.address: PdpAddress | None = None
         self._ports: tuple[int, int] | None = None
-        self._password = secrets.token_urlsafe(24)
+        self._password = admin_password or secrets.token_urlsafe(24)  # given: replicas that share one
         self._password_hash: bytes | None = None
         self._lock = threading.RLock()
         self._stopped = True
