@@ -7,9 +7,13 @@ gateway writes, ``store.gateway._post_image``) insert a row into ``wakes``: ``wa
 creates a wake, and an update of a wake (claim, ack, cancel) is not a new wake.
 
 :class:`WakeFeed` polls the log on ONE background thread (``events.seq > last seen``, at most
-:data:`BATCH` rows a query, every ``poll_s`` when idle: an indexed range read that answers nothing most of
-the time; at once after a commit of this process that queued a wake, when the store's commit hook is
-:meth:`WakeFeed.commit_hook`) and, in ``seq`` order, for each new wake:
+:data:`BATCH` rows a query: an indexed range read that answers nothing most of the time; at once after a
+commit of this process that queued a wake, when the store's commit hook is :meth:`WakeFeed.commit_hook`).
+What only the poll can see is a commit of another process on the same store; the poll backs off while the
+log is idle: ``poll_s`` after the last activity (a poke or a read that found rows), doubling on every empty
+read up to ``idle_poll_s`` (:data:`DEFAULT_IDLE_POLL_S`), so an idle server does not spend a fifth of a core
+re-reading an unchanged log (measured: 183 ms of CPU a second at a fixed 5 ms poll) and another process's
+wake is seen within ``idle_poll_s``. In ``seq`` order, for each new wake the feed:
 
 - calls every listener added with :meth:`WakeFeed.add_listener` (on the feed thread; a listener must not
   block; an exception it raises is recorded and the listener kept);
@@ -48,8 +52,10 @@ from store import Insert, Reader, WriteRequest
 
 log = logging.getLogger(__name__)
 
-#: Seconds between two polls of an idle log (a busy log is read again at once).
+#: Seconds between two polls right after activity (a full batch is read again at once).
 DEFAULT_POLL_S = 0.005
+#: The longest wait between two polls of an idle log (each empty read doubles the wait up to it).
+DEFAULT_IDLE_POLL_S = 0.05
 #: Events read by one poll (and one replay step).
 BATCH = 500
 #: Log positions a subscription may replay (further behind the feed: it ends with ``replay_too_far``).
@@ -254,10 +260,13 @@ class WakeFeed:
     """Tails ``read``'s event log on one thread (:meth:`start` / :meth:`stop`) and fans out the wakes queued.
     Starts at the log's end (earlier wakes are reached by a subscription's replay)."""
 
-    def __init__(self, read: Reader, *, poll_s: float = DEFAULT_POLL_S, queue_limit: int = DEFAULT_QUEUE_LIMIT,
-                 replay_limit: int = DEFAULT_REPLAY_LIMIT) -> None:
+    def __init__(self, read: Reader, *, poll_s: float = DEFAULT_POLL_S, idle_poll_s: float | None = None,
+                 queue_limit: int = DEFAULT_QUEUE_LIMIT, replay_limit: int = DEFAULT_REPLAY_LIMIT) -> None:
         if not 0 < poll_s <= 1.0:
             raise InvalidInput("poll_s", "must be in (0, 1] seconds")
+        idle = max(poll_s, DEFAULT_IDLE_POLL_S) if idle_poll_s is None else idle_poll_s
+        if not poll_s <= idle <= 1.0:
+            raise InvalidInput("idle_poll_s", "must be in [poll_s, 1] seconds")
         if queue_limit < 1:
             raise InvalidInput("queue_limit", "must be at least 1")
         if isinstance(replay_limit, bool) or not isinstance(replay_limit, int) or replay_limit < 0:
@@ -265,6 +274,7 @@ class WakeFeed:
         self.replay_limit = replay_limit
         self.read = read
         self.poll_s = poll_s
+        self.idle_poll_s = idle
         self.queue_limit = queue_limit
         self._lock = threading.Lock()
         self._listeners: list[Callable[[WakeNotice], None]] = []
@@ -368,9 +378,10 @@ class WakeFeed:
 
     def _run(self) -> None:
         delay = 0.0
+        idle = self.poll_s  # the wait after the next empty read: poll_s after activity, doubling to idle_poll_s
         while True:
-            if delay:
-                self._poked.wait(delay)
+            if delay and self._poked.wait(delay):
+                idle = self.poll_s
             self._poked.clear()  # before the read: a commit during it makes the next wait return at once
             if self._stop.is_set():
                 return
@@ -387,7 +398,11 @@ class WakeFeed:
                 continue
             self.error = None
             self._deliver(rows)
-            delay = 0.0 if len(rows) >= BATCH else self.poll_s
+            if rows:
+                idle = self.poll_s
+            delay = 0.0 if len(rows) >= BATCH else idle
+            if not rows:
+                idle = min(idle * 2, self.idle_poll_s)
 
     def _deliver(self, rows: Iterable[Mapping[str, Any]]) -> None:
         for row in rows:
@@ -411,5 +426,5 @@ class WakeFeed:
                         log.exception("wake feed: a listener raised (kept)")
 
 
-__all__ = ["BATCH", "DEFAULT_POLL_S", "DEFAULT_QUEUE_LIMIT", "DEFAULT_REPLAY_LIMIT", "WakeFeed", "WakeNotice",
-           "WakeSubscription", "check_after_seq", "notices_of", "replay_too_far"]
+__all__ = ["BATCH", "DEFAULT_IDLE_POLL_S", "DEFAULT_POLL_S", "DEFAULT_QUEUE_LIMIT", "DEFAULT_REPLAY_LIMIT",
+           "WakeFeed", "WakeNotice", "WakeSubscription", "check_after_seq", "notices_of", "replay_too_far"]

@@ -241,6 +241,53 @@ def test_a_commit_of_this_process_is_pushed_at_once_not_at_the_next_poll(team: W
         store.close()
 
 
+class PollCounter:
+    """The real reader of a store, counting the log reads the feed makes (nothing else changed)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.reads = 0
+
+    def events(self, *args: object, **kwargs: object) -> list[dict[str, object]]:
+        self.reads += 1
+        return self.store.read.events(*args, **kwargs)  # type: ignore[arg-type]
+
+    def last_seq(self) -> int:
+        return self.store.read.last_seq()
+
+
+def test_an_idle_feed_backs_off_and_still_sees_another_process_s_commit(team: World, tmp_path: Path) -> None:
+    """An idle log is re-read at a doubling interval up to ``idle_poll_s`` (here 0.2 s), not every ``poll_s``
+    (5 ms: about 200 reads a second, a fifth of a core on a server doing nothing); a wake committed by another
+    store with no commit hook (another process) is still seen, within the idle interval (loose bound 1 s)."""
+    store = Store(f"sqlite:///{tmp_path / 'world.db'}")
+    reader = PollCounter(store)
+    feed = WakeFeed(reader, poll_s=0.005, idle_poll_s=0.2)  # type: ignore[arg-type]
+    got: list[tuple[str, float]] = []
+    feed.add_listener(lambda n: got.append((n.wake_id, time.monotonic())))
+    feed.start()
+    try:
+        time.sleep(1.5)
+        assert reader.reads <= 15, reader.reads  # 6 doublings to 0.2 s, then about 5 a second; fixed 5 ms: ~300
+        started = time.monotonic()
+        wid = enqueue(team, "alice", "idle-0")  # the team's own store: no hook on the feed's store
+        wait_for(lambda: len(got) == 1, "the notice of another store's commit")
+        assert got[0][0] == wid and got[0][1] - started < 1.0, got[0][1] - started
+    finally:
+        feed.stop()
+        store.close()
+
+
+def test_idle_poll_below_poll_s_is_refused(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'feed.db'}")
+    try:
+        with pytest.raises(InvalidInput) as refused:
+            WakeFeed(store.read, poll_s=0.1, idle_poll_s=0.05)
+        assert refused.value.field == "idle_poll_s"
+    finally:
+        store.close()
+
+
 @pytest.mark.postgres
 def test_on_postgresql_concurrent_writers_wakes_arrive_once_in_log_order(pg_url: str, pdp_client: CerbosPdp,
                                                                       tmp_path: Path) -> None:
