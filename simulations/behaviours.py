@@ -17,8 +17,11 @@ durable an agent knows is read from the world (progress of a task is the state e
 |                        | `follows`, never past the committed step of that task (nothing new: no action);   |
 |                        | with `artifact`, each step also registers the task's artifact, or revises the     |
 |                        | head version its view shows (found in the registry, never remembered)             |
-| `reviewer`             | asserts its `claim` once a task it follows has progress; answers in a room         |
-| `disagreeing_reviewer` | the same, with a value that contradicts (its `claim.value`)                       |
+| `reviewer`             | reviews a candidate memory routed to it first: promotes it (``promote_memory``,   |
+|                        | on the version its view shows); asserts its `claim` once a task it follows has   |
+|                        | progress; answers in a room                                                       |
+| `disagreeing_reviewer` | the same, but rejects a routed candidate (``reject_memory``, with the reason) and |
+|                        | claims a value that contradicts (its `claim.value`)                               |
 | `flaky`                | a worker whose every `fail_every`-th wake acts on a stale read (a conflict)       |
 | `human_governor`       | resolves the conflict of a conflict room once every member has answered         |
 
@@ -37,6 +40,7 @@ from engine.models.receipts import Decision
 from engine.models.tasks import TaskStatus
 from engine.models.wakes import Wake
 from engine.protocol.adapters import (
+    EFFECTS,
     AcceptHandoff,
     AgentAdapter,
     AgentDecision,
@@ -314,6 +318,39 @@ def resolve_conflict(convo: Conversation) -> Rule:
     return rule
 
 
+REJECTION_REASON = "contradicts what I know; rejected in review"
+REVIEW_CAUSE = "memory_review"  # the cause rules/memory_review.yaml gives the reviewer's wake
+
+
+def review_candidate(convo: Conversation, *, promote: bool) -> Rule:
+    """A candidate memory in my view that was routed to me, not my own: promote it or reject it with
+    :data:`REJECTION_REASON`, on the version my view shows (a memory changed since is a conflict, never a
+    lost review). Routed to me: its ``reviewer`` is me, or the wake names it (``payload.memory``), or, as
+    the controller's ``route_review`` does today (it records the routing as its decision, not on the row),
+    the wake is a review wake (cause :data:`REVIEW_CAUSE`) and the candidate names no reviewer. The PDP
+    shows candidates only to reviewers. One verdict per wake; the rest wait for the next. A candidate
+    another reviewer holds is left alone."""
+    def rule(agent: Agent, view: WorldView, wake: Wake) -> AgentDecision | None:
+        woken_for = wake.payload.get("memory")
+        review_wake = wake.cause == REVIEW_CAUSE
+        routed = sorted((m for m in (*view.working_memory, *view.shared_facts)
+                         if m.status.value == "candidate" and m.owner != agent.agent_id
+                         and (m.reviewer == agent.agent_id or m.memory_id == woken_for
+                              or (m.reviewer is None and review_wake))),
+                        key=lambda m: m.memory_id)
+        if not routed:
+            return None
+        memory = routed[0]
+        if promote:
+            effect: Effect = EFFECTS["promote_memory"].model_validate(
+                {"memory_id": memory.memory_id, "expected_version": memory.version})
+            return _decided([effect], f"promotes {memory.memory_id}", convo, Decision.VERIFY)
+        effect = EFFECTS["reject_memory"].model_validate(
+            {"memory_id": memory.memory_id, "reason": REJECTION_REASON, "expected_version": memory.version})
+        return _decided([effect], f"rejects {memory.memory_id}", convo, Decision.VERIFY)
+    return rule
+
+
 class Flaky:
     """Counts wakes in its conversation; every ``fail_every``-th one acts on a stale read."""
 
@@ -330,7 +367,7 @@ class Flaky:
         return self.inner.run(agent_state, world_view, event)
 
 
-def build_behaviour(spec: AgentSpec, plan: TaskPlan, *, behaviour: Behaviour | None = None,
+def build_behaviour(spec: AgentSpec, plan: TaskPlan, *, behaviour: Behaviour | str | None = None,
                     model: str | None = None) -> AgentAdapter:
     """A fresh adapter (a new conversation) for ``spec``, optionally with another behaviour or model."""
     kind = behaviour or spec.behaviour
@@ -346,10 +383,11 @@ def build_behaviour(spec: AgentSpec, plan: TaskPlan, *, behaviour: Behaviour | N
             return Flaky(agent, stale, p.fail_every or 2, convo)
         return agent
     if kind in ("reviewer", "disagreeing_reviewer"):
-        return RuleAgent([answer_in_room(p, convo), join_room(p, convo), keep_note(p, convo), assert_claim(
-            p, convo, needs_progress=True, contradict=kind == "disagreeing_reviewer")])
+        agrees = kind == "reviewer"
+        return RuleAgent([review_candidate(convo, promote=agrees), answer_in_room(p, convo), join_room(p, convo),
+                          keep_note(p, convo), assert_claim(p, convo, needs_progress=True, contradict=not agrees)])
     return RuleAgent([resolve_conflict(convo)])
 
 
-__all__ = ["CONFLICT_ROOM_PREFIX", "Conversation", "TaskPlan", "answered_key", "artifact_effect", "build_behaviour",
-           "claimed_key", "progress_key"]
+__all__ = ["CONFLICT_ROOM_PREFIX", "REJECTION_REASON", "Conversation", "TaskPlan", "answered_key", "artifact_effect",
+           "build_behaviour", "claimed_key", "progress_key", "review_candidate"]

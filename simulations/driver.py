@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import random
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,9 +47,10 @@ from engine.world import World
 from engine.world.book import RuntimeBook
 from engine.world.projection import WorldView
 from simulations.behaviours import TaskPlan, build_behaviour
+from simulations.plugins import AdapterSource, is_plugin_path, kind_of, load_plugin, new_conversation
 from simulations.rules import prepare_rules
 from simulations.scenario import (
-    Behaviour,
+    BEHAVIOURS,
     ClaimEntry,
     ConversationReplacement,
     DuplicateDelivery,
@@ -144,7 +145,7 @@ class ScenarioDriver:
     """Sets up a scenario's world and plays its timeline on it through an in-process runner."""
 
     def __init__(self, scenario: Scenario, book: RuntimeBook, hooks: Hooks | None = None, *, work_dir: Path,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, behaviours: Mapping[str, AdapterSource] | None = None) -> None:
         world = book.world
         if not isinstance(world.clock, ManualClock):
             raise TypeError("a simulation needs the world's clock to be a ManualClock")
@@ -156,6 +157,7 @@ class ScenarioDriver:
         self.progress = progress
         self.gov = scenario.governor
         self.plan = TaskPlan({t.id: t.steps for t in scenario.world.tasks})
+        self.sources = resolve_behaviours(scenario, behaviours)
         adapters = {a.id: self._adapter(a.id) for a in scenario.agents}
         self.work_dir = work_dir
         rule_dir = prepare_rules(scenario.resolve_path(scenario.rules.dir), scenario.rules.constants,
@@ -169,9 +171,20 @@ class ScenarioDriver:
         self._outage = False
         self._deferred: list[Planned] = []
 
-    def _adapter(self, agent_id: str, *, behaviour: Behaviour | None = None, model: str | None = None
+    def _adapter(self, agent_id: str, *, behaviour: str | None = None, model: str | None = None
                  ) -> AgentAdapter:
-        inner = build_behaviour(self.s.agent(agent_id), self.plan, behaviour=behaviour, model=model)
+        """A new conversation of the agent: its own behaviour (from Python, or ``MODULE:ATTR``) or the
+        library's; ``behaviour`` (a model replacement's) is used for this conversation instead (a later
+        conversation replacement returns to the agent's own, as with library behaviours)."""
+        name = behaviour or str(self.s.agent(agent_id).behaviour)
+        source = self.sources.get(agent_id) if behaviour is None else None
+        if source is None and is_plugin_path(name):
+            source = load_plugin(name, field="timeline.behaviour")
+        if source is not None:
+            index = next(i for i, a in enumerate(self.s.agents) if a.id == agent_id)
+            inner = new_conversation(source, name, field=f"agents.{index}.behaviour")
+        else:
+            inner = build_behaviour(self.s.agent(agent_id), self.plan, behaviour=behaviour, model=model)
         return Thinking(inner, self.clock, self.s.clock.think_s)
 
     # -- setup ----------------------------------------------------------------------------------------
@@ -411,11 +424,40 @@ class ScenarioDriver:
         self._result("rule_change", i, "reloaded")
 
 
+def resolve_behaviours(scenario: Scenario, behaviours: Mapping[str, AdapterSource] | None = None
+                       ) -> dict[str, AdapterSource]:
+    """Each agent's own behaviour, by agent id: ``behaviours`` given from Python (for agents the scenario
+    declares: ``InvalidInput`` otherwise), else a ``MODULE:ATTR`` behaviour loaded (and each kind checked)
+    now, before anything is written. Agents on a library behaviour are absent.
+    Raises ``BehaviourUnavailable`` or ``BehaviourInvalid`` (:mod:`simulations.plugins`)."""
+    declared = {a.id: i for i, a in enumerate(scenario.agents)}
+    given = dict(behaviours or {})
+    unknown = sorted(set(given) - set(declared))
+    if unknown:
+        raise InvalidInput("behaviours", f"names agents the scenario does not declare: {', '.join(unknown)}")
+    found: dict[str, AdapterSource] = {}
+    for agent in scenario.agents:
+        field_name = f"agents.{declared[agent.id]}.behaviour"
+        if agent.id in given:
+            kind_name = f"behaviours[{agent.id!r}]"
+            kind_of(given[agent.id], kind_name, field_name)
+            found[agent.id] = given[agent.id]
+        elif agent.behaviour not in BEHAVIOURS:
+            found[agent.id] = load_plugin(str(agent.behaviour), field=field_name)
+    for entry in scenario.timeline:
+        named = getattr(entry, "behaviour", None)
+        if isinstance(named, str) and named not in BEHAVIOURS:
+            load_plugin(named, field="timeline.behaviour")  # a replacement's behaviour fails now, not mid-run
+    return found
+
+
 def run_scenario(scenario: Scenario, book: RuntimeBook, *, work_dir: Path, hooks: Hooks | None = None,
-                 progress: Progress | None = None) -> SimulationRun:
+                 progress: Progress | None = None, behaviours: Mapping[str, AdapterSource] | None = None
+                 ) -> SimulationRun:
     """Run ``scenario`` on ``book.world`` (empty but for the runtime's policy epoch; its clock a ManualClock at
-    the scenario's start). Rule files, with the scenario's constants applied, are written under ``work_dir``."""
-    driver = ScenarioDriver(scenario, book, hooks, work_dir=work_dir, progress=progress)
+    the scenario's start). Rule files, with the scenario's constants applied, are written under ``work_dir``.
+    ``behaviours`` gives agents their own behaviour by agent id (:mod:`simulations.plugins`)."""
+    driver = ScenarioDriver(scenario, book, hooks, work_dir=work_dir, progress=progress, behaviours=behaviours)
     try:
         return driver.run()
     finally:
@@ -450,13 +492,17 @@ def open_runtime(scenario: Scenario, out: Path, *, db_url: str | None = None,
 
 
 def simulate(scenario: Scenario, out: Path, *, db_url: str | None = None, settings: Settings | None = None,
-             progress: Progress | None = None) -> tuple[SimulationRun, Runtime]:
+             progress: Progress | None = None, behaviours: Mapping[str, AdapterSource] | None = None
+             ) -> tuple[SimulationRun, Runtime]:
     """Open a runtime for ``scenario`` and run it; the caller closes the returned runtime (after
-    reading the metrics). A failure closes it and re-raises."""
+    reading the metrics). A failure closes it and re-raises. Agents' own behaviours (``behaviours`` by
+    agent id, and ``MODULE:ATTR`` ones) are resolved before the runtime opens: a bad one opens nothing."""
+    resolve_behaviours(scenario, behaviours)
     runtime = open_runtime(scenario, out, db_url=db_url, settings=settings)
     try:
         hooks = Hooks(managed_pdp=runtime.managed, reload_policies=runtime.reload_policies)
-        run = run_scenario(scenario, runtime.book, work_dir=out / "work", hooks=hooks, progress=progress)
+        run = run_scenario(scenario, runtime.book, work_dir=out / "work", hooks=hooks, progress=progress,
+                           behaviours=behaviours)
     except BaseException:
         runtime.close()
         raise
@@ -464,5 +510,5 @@ def simulate(scenario: Scenario, out: Path, *, db_url: str | None = None, settin
 
 
 __all__ = ["Hooks", "Planned", "ScenarioDriver", "SimulationRun", "expand_timeline", "fresh_sqlite_url",
-           "open_runtime", "run_scenario", "simulate"]
+           "open_runtime", "resolve_behaviours", "run_scenario", "simulate"]
 

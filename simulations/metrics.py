@@ -156,6 +156,7 @@ class _Fold:
     agent_list: list[str] = field(default_factory=list)
     memories: dict[str, _Memory] = field(default_factory=dict)   # memory id -> what its visibility depends on
     reviewers: dict[str, str] = field(default_factory=dict)      # candidate memory -> the reviewer it was routed to
+    verdicts: Counter[str] = field(default_factory=Counter)       # memory.promote / memory.reject by reviewers
     private_shown: int = 0
     shared_shown: int = 0
     candidate_shown: int = 0
@@ -303,6 +304,12 @@ class _Folder:
                 mem.scope = str(v.get("scope", mem.scope))
                 if isinstance(v.get("reviewer"), str):
                     self.f.reviewers[str(mid)] = str(v["reviewer"])
+
+    def on_memory_promote(self, e: dict[str, Any], t: int) -> None:
+        self.f.verdicts["promoted"] += 1
+
+    def on_memory_reject(self, e: dict[str, Any], t: int) -> None:
+        self.f.verdicts["rejected"] += 1
 
     def _epoch(self, e: dict[str, Any], kind: str) -> None:
         f = self.f
@@ -666,6 +673,7 @@ def _counts(f: _Fold) -> dict[str, int]:
         "unauthorized_actions": f.unauthorized, "topology_mutations": f.mutations, "faults": len(f.faults),
         "deliveries": deliveries, "policy_epochs": len(f.epochs), "traced_runs": f.traced,
         "memories": len(f.memories), "memory_candidates": sum(m.status == "candidate" for m in f.memories.values()),
+        "memories_promoted": f.verdicts["promoted"], "memories_rejected": f.verdicts["rejected"],
         "answers": sum(f.answers_seen.values()), "shared_memory_shown_to_others": f.shared_shown,
         "private_memory_shown_to_others": f.private_shown, "candidate_memory_shown_to_others": f.candidate_shown,
         "memory_shown_above_clearance": f.above_clearance_shown,

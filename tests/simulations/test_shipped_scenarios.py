@@ -122,13 +122,20 @@ def test_private_memory_is_never_shown_to_the_follower(shipped: Shipped) -> None
 def test_candidate_memory_goes_to_its_reviewer_and_is_nobodys_shared_fact(shipped: Shipped) -> None:
     result = shipped("candidate_memory.yaml")
     (cand,) = memory_ids(result, "the API allows 100 requests/s")
-    steps = [d for e in events(result) if e["event_type"] == "controller.step" for d in e["payload"]["decisions"]]
+    log = events(result)
+    steps = [d for e in log if e["event_type"] == "controller.step" for d in e["payload"]["decisions"]]
     assert [(d["kind"], d["memory"], d["reviewer"]) for d in steps if d["kind"] == "route_review"] == [
         ("route_review", cand, "rita")]
-    seen = {t["agent_id"]: f"memory:{cand}" in t["retrieved_refs"] for t in traces(result)}
-    assert seen["rita"] is True and seen["bo"] is False    # the reviewer sees it to review it; Bo does not
+    (promoted,) = [e for e in log if e["event_type"] == "memory.promote"]
+    assert (promoted["actor_id"], promoted["subject_id"]) == ("rita", cand)  # the reviewer reviews
+    seen = [(t["agent_id"], t["started_at_us"]) for t in traces(result) if f"memory:{cand}" in t["retrieved_refs"]]
+    assert ("rita", promoted["created_at_us"] - 1_000_000) in seen  # shown it to review it (1 s of thinking)
+    # nobody but its owner and its reviewer was shown it before the review made it a shared fact
+    assert {a for a, at in seen if at < promoted["created_at_us"]} <= {"ada", "rita"}
+    assert "bo" in {a for a, _ in seen}  # ... and Bo, afterwards, is shown the shared fact
     m = result.metrics
-    assert m.counts["memory_candidates"] == 1 and m.counts["candidate_memory_shown_to_others"] == 0
+    assert m.counts["memory_candidates"] == 0 and m.counts["memories_promoted"] == 1
+    assert m.counts["candidate_memory_shown_to_others"] == 0
 
 
 def test_blind_answers_are_unseen_until_the_last_commit_reveals_all(shipped: Shipped) -> None:
