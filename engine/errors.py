@@ -743,3 +743,58 @@ class OptionalDependencyMissing(PMWError):
 
 
 __all__ += ["BehaviourInvalid", "BehaviourUnavailable", "OptionalDependencyMissing"]
+
+
+class FencedOut(ConflictError):
+    """A write made under a lease the writer no longer holds (issue 13): the gateway checked the lease in the
+    write's own transaction and refused it; nothing was written. Subclasses say which lease."""
+
+    code = "fenced_out"
+
+
+class NotLeader(FencedOut):
+    """A controller write of ``holder`` under lease generation ``generation`` of world ``world_id`` was
+    refused: the world's lease is ``current_holder``'s at ``current_generation`` (``None``: no lease), and
+    ``reason`` is ``no_lease``, ``stale_generation`` (another holder took over, or a newer generation) or
+    ``expired`` (the lease ran out at the writer's clock). Nothing was written; stop acting as the controller
+    and acquire again."""
+
+    code = "not_leader"
+
+    def __init__(self, world_id: str, holder: str, generation: int | None, current_holder: str | None,
+                 current_generation: int | None, reason: str) -> None:
+        super().__init__(f"{holder!r} does not lead world {world_id!r} (generation {generation}, current "
+                         f"{current_holder!r} at {current_generation}): {reason}")
+        self.world_id = world_id
+        self.holder = holder
+        self.generation = generation
+        self.current_holder = current_holder
+        self.current_generation = current_generation
+        self.reason = reason
+
+    def details(self) -> dict[str, Any]:
+        return {"world_id": self.world_id, "holder": self.holder, "generation": self.generation,
+                "current_holder": self.current_holder, "current_generation": self.current_generation,
+                "reason": self.reason}
+
+
+class WakeLeaseLost(FencedOut):
+    """A worker's commit for wake ``wake_id`` under its claim (``owner``, claim ``token``: the claim's attempt
+    number) was refused: the wake is no longer claimed by that claim (``reason``: ``reclaimed``, ``expired``,
+    ``finished``, ``not_found``). Nothing of the cycle (effects, receipt, ack) was written; the wake is
+    claimed again and runs once."""
+
+    code = "wake_lease_lost"
+
+    def __init__(self, wake_id: str, owner: str, token: int, reason: str) -> None:
+        super().__init__(f"wake {wake_id!r}: the claim of {owner!r} (attempt {token}) no longer holds: {reason}")
+        self.wake_id = wake_id
+        self.owner = owner
+        self.token = token
+        self.reason = reason
+
+    def details(self) -> dict[str, Any]:
+        return {"wake_id": self.wake_id, "owner": self.owner, "token": self.token, "reason": self.reason}
+
+
+__all__ += ["FencedOut", "NotLeader", "WakeLeaseLost"]

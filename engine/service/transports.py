@@ -13,8 +13,10 @@ if TYPE_CHECKING:
 
 #: ``engine.service.rest_api``: the commands as REST resources and actions (OpenAPI 3.1);
 #: ``engine.service.sse_routes``: an agent's wakes as a server-sent-events stream;
-#: ``engine.service.mcp_http``: the MCP server at ``/mcp`` (streamable HTTP).
-TRANSPORTS: tuple[str, ...] = ("engine.service.rest_api", "engine.service.sse_routes", "engine.service.mcp_http")
+#: ``engine.service.mcp_http``: the MCP server at ``/mcp`` (streamable HTTP); ``engine.console``: the
+#: governance console's pages at ``/console``.
+TRANSPORTS: tuple[str, ...] = ("engine.service.rest_api", "engine.service.sse_routes", "engine.service.mcp_http",
+                               "engine.console")
 
 
 def mount_transports(app: FastAPI, service: Service) -> None:
