@@ -18,12 +18,14 @@ no door, no connection.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 from sqlalchemy import event
 
 from engine.errors import InvalidInput
 from store.changes import Change, CommitOutcome, Insert, Provenance, StoredOperation, Update, WriteRequest
 from store.database import Database, DatabaseOptions
+from store.fences import Fence, LeaderFence, WakeFence, fenced
 from store.gateway import (
     BatchRefused,
     ClaimDecider,
@@ -33,7 +35,11 @@ from store.gateway import (
     commit,
     commit_many,
     lookup_operation,
+    release_lease,
+    renew_lease,
+    take_lease,
 )
+from store.leases import Lease, read_lease
 from store.migrations import LATEST, current_version, migrate
 from store.notify import Listener
 from store.reads import Reader, Row
@@ -133,6 +139,30 @@ class Store:
         event.listen(self._db.engine, "connect",
                      lambda dbapi_conn, _record: dbapi_conn.set_trace_callback(callback))
 
+    # -- leases and fences (issue 13: docs/scaleout.md) ---------------------------------------------------
+
+    def fenced(self, fence: Fence) -> AbstractContextManager[None]:
+        """Within this block, this thread's commits on this store are refused (``NotLeader``,
+        ``WakeLeaseLost``; nothing written) unless ``fence`` holds, checked in each commit's transaction
+        (:mod:`store.fences`)."""
+        return fenced(self._db, fence)
+
+    def lease(self, world_id: str) -> Lease | None:
+        """The controller lease of ``world_id`` as committed (``None``: never taken)."""
+        return read_lease(self._db, world_id)
+
+    def take_lease(self, world_id: str, holder: str, now_us: int, until_us: int) -> Lease | None:
+        """Take the lease of ``world_id`` if free or expired (:func:`store.gateway.take_lease`)."""
+        return take_lease(self._db, world_id, holder, now_us, until_us)
+
+    def renew_lease(self, lease: Lease, now_us: int, until_us: int) -> Lease | None:
+        """Extend ``lease`` if it still holds (:func:`store.gateway.renew_lease`); ``None``: it was lost."""
+        return renew_lease(self._db, lease, now_us, until_us)
+
+    def release_lease(self, lease: Lease, now_us: int) -> bool:
+        """Give ``lease`` up now (:func:`store.gateway.release_lease`); False: it was lost already."""
+        return release_lease(self._db, lease, now_us)
+
     def listener(self) -> Listener | None:
         """A cross-process commit listener (PostgreSQL ``LISTEN``); ``None`` on SQLite, which has none."""
         if self._db.dialect != "postgresql":
@@ -155,6 +185,8 @@ __all__ = [
     "DatabaseOptions",
     "Door",
     "Insert",
+    "LeaderFence",
+    "Lease",
     "Provenance",
     "ReadOnlyStore",
     "Reader",
@@ -163,5 +195,6 @@ __all__ = [
     "StoredOperation",
     "Update",
     "WakeClaim",
+    "WakeFence",
     "WriteRequest",
 ]

@@ -55,13 +55,18 @@ from engine.errors import (
 )
 from store.changes import CommitOutcome, Insert, Provenance, StoredOperation, Update, WriteRequest
 from store.database import Database, placeholder
+from store.fences import check_fences
+from store.leases import LEASE_COLUMNS, Lease
 from store.reads import decoded
 from store.schema import CREDENTIAL_COLUMNS, TABLES, events, primary_key, wakes
 
 CommitHook = Callable[[WriteRequest], None]
 
 
-_LOG_LOCK = 0x504D5702  # the advisory lock that orders log appends on PostgreSQL
+_LOG_LOCK = 0x504D5702  # the advisory lock class that orders log appends on PostgreSQL
+#: The log lock of THIS world: advisory locks are per database already, and the second key is the world's
+#: schema, so two worlds (two databases, or two schemas of one database) never wait on each other's appends.
+LOG_LOCK_SQL = f"SELECT pg_advisory_xact_lock({_LOG_LOCK}, hashtext(current_schema()))"
 EVENTS_CHANNEL = "pmw_events"  # NOTIFY channel: a commit happened (workers and controllers wake on it)
 _NOTIFY = f"NOTIFY {EVENTS_CHANNEL}"
 
@@ -210,6 +215,7 @@ class _Tx:
             raise PolicyEpochChanged(request.policy_epoch, current)
 
     def apply(self, request: WriteRequest, *, undecided_ok: bool) -> None:
+        check_fences(self.db, self.cur)  # a lease this thread writes under must still hold (store.fences)
         self.check_epoch(request, undecided_ok=undecided_ok)
         changes: list[Insert | Update] = [*request.changes,
                                           *(_provenance_row(request, e) for e in request.provenance)]
@@ -225,7 +231,7 @@ class _Tx:
         if self.cur.fetchone() is not None:
             raise _DuplicateOperationError
         self._apply_changes(changes)
-        self.cur.execute("SELECT pg_advisory_xact_lock(%(k)s)", {"k": _LOG_LOCK})
+        self.cur.execute(LOG_LOCK_SQL)
         self.append_event(request, changes)
         self.cur.execute(_NOTIFY)  # delivered to listeners on commit only (store.notify)
 
@@ -402,7 +408,7 @@ def claim_wake(db: Database, claim: WakeClaim, decide: ClaimDecider, hooks: tupl
             tx = _Tx(db, cur)
             tx.check_epoch(request, undecided_ok=undecided_ok)
             if db.dialect != "sqlite":  # PostgreSQL: the event under the log lock, as in _Tx.apply
-                cur.execute("SELECT pg_advisory_xact_lock(%(k)s)", {"k": _LOG_LOCK})
+                cur.execute(LOG_LOCK_SQL)
             tx.append_event(request, [update])
             if db.dialect != "sqlite":
                 cur.execute(_NOTIFY)
@@ -443,6 +449,7 @@ def _known_operations(cur: Any, dialect: str, op_ids: list[str]) -> dict[str, tu
 
 def _apply_many(tx: _Tx, requests: list[WriteRequest], *, undecided_ok: bool) -> list[CommitOutcome]:
     """Every request of a batch on one transaction (see :func:`commit_many`)."""
+    check_fences(tx.db, tx.cur)  # a lease this thread writes under must still hold (store.fences)
     known = _known_operations(tx.cur, tx.dialect, [r.op_id for r in requests])
     outcomes: list[CommitOutcome] = []
     fresh: list[tuple[int, WriteRequest, list[Insert | Update]]] = []
@@ -467,7 +474,7 @@ def _apply_many(tx: _Tx, requests: list[WriteRequest], *, undecided_ok: bool) ->
         except (VersionConflict, NotFound, AlreadyExists, InvalidInput) as exc:
             raise BatchRefused(index, exc) from exc
     if tx.dialect != "sqlite" and fresh:  # PostgreSQL: the events last, under the log lock (see _Tx.apply)
-        tx.cur.execute("SELECT pg_advisory_xact_lock(%(k)s)", {"k": _LOG_LOCK})
+        tx.cur.execute(LOG_LOCK_SQL)
         for _, request, changes in fresh:
             tx.append_event(request, changes)
         tx.cur.execute(_NOTIFY)
@@ -505,5 +512,56 @@ def commit_many(db: Database, requests: list[WriteRequest], hooks: tuple[CommitH
     return outcomes
 
 
-__all__ = ["BatchRefused", "ClaimDecider", "CommitHook", "WakeClaim", "claim_wake", "commit", "commit_many",
-           "lookup_operation"]
+# -- the controller's lease: one conditional statement each (store.leases, engine.controller.leadership) ---
+
+def _lease_sql(dialect: str, statement: str) -> str:
+    ph = {n: placeholder(dialect, n) for n in ("w", "h", "g", "now", "until")}
+    if statement == "take":  # absent: inserted at generation 1; expired: taken over, generation + 1
+        return (f"INSERT INTO controller_leases (world_id, holder, generation, acquired_at_us, expires_at_us, version) "
+                f"VALUES ({ph['w']}, {ph['h']}, 1, {ph['now']}, {ph['until']}, 1) "
+                f"ON CONFLICT (world_id) DO UPDATE SET holder = excluded.holder, "
+                f"generation = controller_leases.generation + 1, acquired_at_us = excluded.acquired_at_us, "
+                f"expires_at_us = excluded.expires_at_us, version = controller_leases.version + 1 "
+                f"WHERE controller_leases.expires_at_us < excluded.acquired_at_us RETURNING {LEASE_COLUMNS}")
+    until = ph["until"] if statement == "renew" else f"{ph['now']} - 1"  # release: expired as of now
+    return (f"UPDATE controller_leases SET expires_at_us = {until}, version = version + 1 "
+            f"WHERE world_id = {ph['w']} AND holder = {ph['h']} AND generation = {ph['g']} "
+            f"AND expires_at_us >= {ph['now']} RETURNING {LEASE_COLUMNS}")
+
+
+def _lease_statement(db: Database, statement: str, world_id: str, params: dict[str, Any]) -> Lease | None:
+    try:
+        with db.write_cursor() as cur:
+            cur.execute(_lease_sql(db.dialect, statement), {"w": world_id, **params})
+            row = cur.fetchone()
+    except PMWError:
+        raise
+    except (OverflowError, UnicodeEncodeError, db.database_error, DatabaseError) as exc:
+        raise _write_failure(db, exc, f"lease.{statement}") from exc
+    return Lease.of(world_id, row) if row is not None else None
+
+
+def take_lease(db: Database, world_id: str, holder: str, now_us: int, until_us: int) -> Lease | None:
+    """Take the controller lease of ``world_id`` for ``holder`` until ``until_us``, in ONE conditional
+    statement: when no lease exists (generation 1) or the current one expired before ``now_us`` (generation
+    + 1: a takeover). ``None`` when a live lease is held (by anyone, ``holder`` included: renew it instead).
+    Of any number of concurrent takers at most one gets the lease. Writes no event (not world state)."""
+    return _lease_statement(db, "take", world_id, {"h": holder, "now": now_us, "until": until_us})
+
+
+def renew_lease(db: Database, lease: Lease, now_us: int, until_us: int) -> Lease | None:
+    """Extend ``lease`` to ``until_us`` if it still holds at ``now_us`` (same holder and generation, not
+    expired); ``None`` when it does not (it was lost: stop acting under it). One conditional statement."""
+    return _lease_statement(db, "renew", lease.world_id, {"h": lease.holder, "g": lease.generation, "now": now_us,
+                                                         "until": until_us})
+
+
+def release_lease(db: Database, lease: Lease, now_us: int) -> bool:
+    """Give ``lease`` up: it expires as of ``now_us`` (a standby may take it over at once, bumping the
+    generation). False when it had been lost already. One conditional statement."""
+    return _lease_statement(db, "release", lease.world_id, {"h": lease.holder, "g": lease.generation,
+                                                           "now": now_us}) is not None
+
+
+__all__ = ["LOG_LOCK_SQL", "BatchRefused", "ClaimDecider", "CommitHook", "WakeClaim", "claim_wake", "commit",
+           "commit_many", "lookup_operation", "release_lease", "renew_lease", "take_lease"]

@@ -39,7 +39,7 @@ MIGRATION_4_TABLES = ("controller_positions", "controller_facts", "subscriptions
 
 _ADVISORY_LOCK_ID = 0x504D5701  # "PMW" 1
 # tables that later migrations create
-_LATER = {"policy_epochs", "approvals", "policy_activations", "agent_tokens", *MIGRATION_4_TABLES}
+_LATER = {"policy_epochs", "approvals", "policy_activations", "agent_tokens", "controller_leases", *MIGRATION_4_TABLES}
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,10 @@ def _recency_indexes(conn: Connection) -> None:
         index.create(conn, checkfirst=True)
 
 
+def _controller_leases(conn: Connection) -> None:
+    TABLES["controller_leases"].create(conn, checkfirst=True)
+
+
 def _room_events_index(conn: Connection) -> None:
     conn.execute(text(f"DROP INDEX IF EXISTS {SUBJECT_INDEX_BEFORE_8}"))
     ROOM_EVENTS_INDEX.create(conn, checkfirst=True)
@@ -100,6 +104,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               _agent_tokens),
     Migration(8, "events: the subject index for room events only (the reads that use it); other commits skip it",
               _room_events_index),
+    Migration(9, "controller leases: one controller leader per world, its generation the fencing token",
+              _controller_leases),
 )
 
 

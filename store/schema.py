@@ -510,6 +510,22 @@ agent_tokens = Table(
     sqlite_with_rowid=False,
 )
 
+# -- migration 9: one controller leader per world (issue 13) -----------------------------------------------
+# The controller's lease: who leads world ``world_id`` until ``expires_at_us``, and under which
+# ``generation`` (the fencing token, bumped on every takeover). Coordination, not world state: it is written
+# by the gateway's lease statements (``store.gateway.take_lease`` and friends), appends no event and is not
+# folded (not a state table); every controller step records the generation it committed under.
+controller_leases = Table(
+    "controller_leases", metadata,
+    _id("world_id", primary_key=True),
+    Column("holder", String(200), nullable=False),
+    Column("generation", BigInteger, nullable=False),
+    Column("acquired_at_us", BigInteger, nullable=False),
+    Column("expires_at_us", BigInteger, nullable=False),
+    Column("version", BigInteger, nullable=False),
+    sqlite_with_rowid=False,
+)
+
 # -- migration 5: recency indexes for the projection (newest first, LIMIT: no sort of the whole table) --------
 # (Attached to their tables, so a new database gets them with migration 1; migration 5 adds them to an
 # existing one.)

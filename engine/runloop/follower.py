@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -48,8 +49,10 @@ from engine.controller.decisions import (
 from engine.controller.durable_host import RuleSet
 from engine.controller.errors import EngineFailure
 from engine.controller.facts import Fact
+from engine.controller.leadership import ControllerLeadership
 from engine.errors import (
     AlreadyExists,
+    FencedOut,
     OperationConflict,
     PMWError,
     PolicyEpochChanged,
@@ -115,7 +118,14 @@ class ControllerLoop:
     """Follows ``world``'s log with the rules in ``rule_dir`` as the controller of ``world_id``."""
 
     def __init__(self, book: RuntimeBook, rule_dir: Path | str, *, world_id: str = "main",
-                 actor: str = CONTROLLER_AGENT, batch: int = 256) -> None:
+                 actor: str = CONTROLLER_AGENT, batch: int = 256,
+                 leadership: ControllerLeadership | None = None) -> None:
+        """``leadership``: this follower is its world's elected leader; each step (its follow-up World calls
+        included) is committed inside the lease's fence and records its generation, so a step of a lost
+        lease is refused (``NotLeader``, raised by :meth:`drain`; nothing of it written)."""
+        if leadership is not None and leadership.world_id != world_id:
+            raise ValueError("a leadership of another world")  # a programming error
+        self.leadership = leadership
         self.book = book
         self.world = book.world
         self.world_id = world_id
@@ -199,7 +209,8 @@ class ControllerLoop:
         try:
             step = self.controller.observe_step(event, upserts=upserts, retracts=retracts)
             if step.decisions or step.changes.upserted or step.changes.retracted:
-                self._commit(row, chain, step.decisions, step.changes.upserted, step.changes.retracted, stats)
+                with self.leadership.fenced() if self.leadership is not None else nullcontext():
+                    self._commit(row, chain, step.decisions, step.changes.upserted, step.changes.retracted, stats)
         except EngineFailure:
             # durable_rules now and then hands back a spurious activation after a long history
             # (docs/benchmarks-controller.md): a host rebuilt from the committed facts decides the event
@@ -257,7 +268,8 @@ class ControllerLoop:
         step = ControllerStep(
             world_id=self.world_id, position=seq, expected_version=self._version,
             upserts=[StepFact(fact_id=f["id"], kind=f["kind"], fact=f) for f in upserted],
-            retracts=list(retracted), wakes=wakes, decisions=records)
+            retracts=list(retracted), wakes=wakes, decisions=records,
+            generation=self.leadership.fencing_token if self.leadership is not None else None)
         result = self.book.commit_controller_step(self.actor, step, cause=cause)
         self._version = result.version
         for fact_id in retracted:
@@ -282,8 +294,8 @@ class ControllerLoop:
                 w.append_event(me, "context.refresh_required", {"agent": d.agent, "reason": d.reason},
                                subject_kind="agent", subject_id=d.agent, op_id=op, cause=cause)
             # RouteReview: its wake is a WakeTarget of the same step; the record is the decision itself
-        except (PolicyUnavailable, PolicyEpochChanged):
-            raise  # no decision, or one under a stale epoch: the step is not committed; observed again
+        except (PolicyUnavailable, PolicyEpochChanged, FencedOut):
+            raise  # no decision, one under a stale epoch, or a lost lease: the step is not committed
         except PMWError as exc:
             return exc.code
         return None

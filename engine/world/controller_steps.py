@@ -7,6 +7,10 @@ A step holds, for the event at ``position``:
 * the wakes it decided, inserted with their idempotency keys (a key already queued is skipped);
 * its other decisions and every suppression with its reason, in the step event's payload.
 
+A leader's step records its lease generation (``payload.generation``); committed inside the leader's fence
+(:meth:`engine.controller.leadership.ControllerLeadership.fenced`), the gateway refuses it from a stale
+generation or an expired lease (``NotLeader``, nothing written).
+
 The operation id is ``ctl:<world>:<position>``, so a controller that crashed after the commit and observes
 the event again gets the stored result back: nothing is committed twice. The step is runtime bookkeeping
 (the controller's own decisions about the queue), so it is not decided by the PDP; each wake it queues is
@@ -62,6 +66,9 @@ class ControllerStep(Model):
     retracts: list[str] = Field(default_factory=list, max_length=MAX_STEP_FACTS)
     wakes: list[StepWake] = Field(default_factory=list, max_length=MAX_STEP_WAKES)
     decisions: list[dict[str, JsonValue]] = Field(default_factory=list, max_length=MAX_STEP_WAKES)
+    #: the leader's lease generation (fencing token) the step is committed under; ``None``: an unelected
+    #: controller (one process owns the world). The gateway's fence, not this field, refuses a stale leader.
+    generation: int | None = Field(default=None, ge=1)
 
 
 class StepResult(Model):
@@ -126,6 +133,8 @@ class ControllerStepCalls(WorldCore):
                             skipped_keys=skipped, decisions=len(req.decisions))
         payload: dict[str, Any] = {"position": req.position, "decisions": req.decisions, "wake_ids": wake_ids,
                                    "skipped_keys": skipped}
+        if req.generation is not None:
+            payload["generation"] = req.generation
         provenance = [("event", w.cause_event_id, "wake", wid, "caused")
                       for w, wid in zip([w for w in req.wakes if w.idempotency_key not in skipped], wake_ids,
                                         strict=True) if w.cause_event_id]
