@@ -18,6 +18,7 @@ agent decides: the receipts and traces of both are written by the same code.
 from __future__ import annotations
 
 import re
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +35,7 @@ from engine.world import Cause, World
 from engine.world.book import RuntimeBook
 from engine.world.core import PlannedDenied
 from engine.world.projection import WorldView
-from store import BatchRefused
+from store import BatchRefused, WakeFence
 
 DEFAULT_LEASE_S = 30.0
 _REF = re.compile(ID_PATTERN)
@@ -121,7 +122,19 @@ class WakeProtocol:
         effect: the wake is acked ``denied``, ``conflict`` or ``failed``, the reason names the effect, and the
         receipt's ``payload.effects`` (and the trace's decision) lists every effect with its verdict. Else
         ``acted`` (``no_action`` for that decision or no effects). Raises ``PolicyUnavailable`` and
-        ``PolicyEpochChanged`` with nothing written: the wake stays leased (its decision stays recorded)."""
+        ``PolicyEpochChanged`` with nothing written: the wake stays leased (its decision stays recorded).
+
+        Fenced by the claim: every commit of the cycle is refused (``WakeLeaseLost``, nothing of the cycle
+        written) unless ``wake`` is still claimed by this worker under the same claim (``wake.attempts``)
+        with its lease running, checked in the commit's own transaction (:mod:`store.fences`)."""
+        with self._fenced(wake):
+            return self._act(wake, agent_id, decided, started, shown)
+
+    def _fenced(self, wake: Wake) -> AbstractContextManager[None]:
+        """This thread's commits refused unless ``wake``'s claim (this worker, its attempt) still holds."""
+        return self.book.store.fenced(WakeFence(wake.wake_id, self.worker_id, wake.attempts, self.world.clock.now_us))
+
+    def _act(self, wake: Wake, agent_id: str, decided: AgentDecision, started: int, shown: Shown) -> Cycle:
         if decided.decision is Decision.NO_ACTION or not decided.effects:
             return self._finish(wake, decided, Outcome.NO_ACTION, decided.reason, started, shown=shown)
         chain = wake.payload.get("chain")
@@ -195,8 +208,10 @@ class WakeProtocol:
                             started, [], shown, verdicts)
 
     def deny(self, wake: Wake, reason: str, started: int) -> Cycle:
-        """Ack ``wake`` ``denied`` without a decision: its agent may no longer be rehydrated or observed."""
-        return self._finish(wake, None, Outcome.DENIED, reason, started)
+        """Ack ``wake`` ``denied`` without a decision: its agent may no longer be rehydrated or observed
+        (fenced by the claim, as :meth:`act`)."""
+        with self._fenced(wake):
+            return self._finish(wake, None, Outcome.DENIED, reason, started)
 
     def _apply(self, actor: str, effect: Effect, op_id: str, cause: Cause) -> str:
         """Carry out one effect as ``actor``: its command through ``world.execute`` (the PDP, then the
@@ -278,7 +293,8 @@ class Worker(WakeProtocol):
         started = self.world.clock.now_us()
         adapter = self.adapters.get(wake.target_agent)
         if adapter is None:  # a wake leased to this worker some other way (run_wake given any wake)
-            return self._finish(wake, None, Outcome.FAILED, f"no adapter for {wake.target_agent}", started)
+            with self._fenced(wake):
+                return self._finish(wake, None, Outcome.FAILED, f"no adapter for {wake.target_agent}", started)
         try:
             agent, view = observe(self.world, wake)
         except PolicyDenied as exc:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.controller.durable_host import RuleSet
-from engine.errors import PolicyEpochChanged, PolicyUnavailable
+from engine.errors import PolicyEpochChanged, PolicyUnavailable, WakeLeaseLost
 from engine.models.wakes import Wake
 from engine.protocol.adapters import AgentAdapter
 from engine.protocol.worker import Cycle, EpochMoved, SimulatedCrash, Worker
@@ -41,6 +41,7 @@ class RunStats(DrainStats):
     crashes: int = 0
     unavailable: int = 0
     epoch_changes: int = 0  # writes found decided under an epoch no longer current: the PDP followed the world
+    fenced: int = 0  # cycles refused because the wake's claim no longer held (WakeLeaseLost): nothing written
     rooms_closed: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
 
@@ -116,6 +117,10 @@ class InProcessRunner:
                 cycle = self._cycle(stats)
             except SimulatedCrash:
                 stats.crashes += 1
+                did = True
+                continue
+            except WakeLeaseLost:
+                stats.fenced += 1  # our lease ran out mid-cycle: the wake is another claim's now (it runs once)
                 did = True
                 continue
             except PolicyUnavailable:
