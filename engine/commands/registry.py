@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from engine.commands import (
+    actions,
     agents,
     approvals,
     artifacts,
@@ -34,7 +35,7 @@ from engine.errors import InvalidInput
 from engine.validation import invalid_from
 
 DOMAINS: tuple[ModuleType, ...] = (state, tasks, handoffs, memory, rooms, artifacts, messages, subscriptions,
-                                   approvals, topology, agents, wakes, tokens)
+                                   approvals, actions, topology, agents, wakes, tokens)
 
 # The World's writes that only the runtime makes (no PDP decision an agent could ask for).
 RUNTIME_CALLS: tuple[str, ...] = ("record_decision", "commit_controller_step", "activate_policy_epoch",

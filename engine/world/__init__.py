@@ -9,6 +9,7 @@ which the runtime never hands out. Time and ids come from the injected clock and
 
 from __future__ import annotations
 
+from engine.world.actions import ActionCalls
 from engine.world.artifacts import ArtifactCalls
 from engine.world.channels import ChannelCalls
 from engine.world.core import Cause, WorldCore
@@ -32,7 +33,7 @@ from engine.world.wakes import WakeCalls
 
 class World(ExecuteCalls, ChannelCalls, StateCalls, TaskCalls, ArtifactCalls, MemoryCalls, WakeCalls, HandoffCalls,
             TopologyCalls, RoomCalls, ProjectionCalls, PolicyEpochReads, PermissionCalls,
-            SubscriptionCalls, TokenCalls, WorldCore):
+            SubscriptionCalls, TokenCalls, ActionCalls, WorldCore):
     """One persistent shared world over one store, as agents see it: every call decided by the policy."""
 
 
