@@ -24,7 +24,7 @@ from sqlalchemy import event
 
 from engine.errors import InvalidInput
 from store.changes import Change, CommitOutcome, Insert, Provenance, StoredOperation, Update, WriteRequest
-from store.database import Database, DatabaseOptions
+from store.database import Database, DatabaseOptions, world_in_schema
 from store.fences import Fence, LeaderFence, WakeFence, fenced
 from store.gateway import (
     BatchRefused,
@@ -34,6 +34,7 @@ from store.gateway import (
     claim_wake,
     commit,
     commit_many,
+    log_lock_held,
     lookup_operation,
     release_lease,
     renew_lease,
@@ -163,6 +164,11 @@ class Store:
         """Give ``lease`` up now (:func:`store.gateway.release_lease`); False: it was lost already."""
         return release_lease(self._db, lease, now_us)
 
+    def holding_log_lock(self) -> AbstractContextManager[None]:
+        """This world's log lock held in an open transaction for the block (PostgreSQL; tests and
+        benchmarks: :func:`store.gateway.log_lock_held`)."""
+        return log_lock_held(self._db)
+
     def listener(self) -> Listener | None:
         """A cross-process commit listener (PostgreSQL ``LISTEN``); ``None`` on SQLite, which has none."""
         if self._db.dialect != "postgresql":
@@ -197,4 +203,5 @@ __all__ = [
     "WakeClaim",
     "WakeFence",
     "WriteRequest",
+    "world_in_schema",
 ]

@@ -14,6 +14,7 @@ tells such errors apart so that callers raise ``InvalidInput`` (retrying would n
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -25,7 +26,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.pool import StaticPool
 
-from engine.errors import Closed, InvalidInput
+from engine.errors import Closed, InvalidInput, StoreUnavailable
 
 Dialect = Literal["sqlite", "postgresql"]
 
@@ -220,9 +221,33 @@ class Database:
         self.engine.dispose()
 
 
+_SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def world_in_schema(url: str, schema: str) -> str:
+    """A PostgreSQL world in schema ``schema`` of the database at ``url`` (created if missing): the URL to
+    open it with (``options=-csearch_path=<schema>``), so several worlds can share one database, each with
+    its own tables, log and log lock. ``InvalidInput`` for a bad name or a URL that is not PostgreSQL's;
+    ``StoreUnavailable`` when the database cannot be reached."""
+    if not _SCHEMA.match(schema):
+        raise InvalidInput("schema", f"{schema!r}: lower-case letters, digits and _, at most 63")
+    parsed = make_url(url)
+    if parsed.get_backend_name() not in ("postgresql", "postgres"):
+        raise InvalidInput("db_url", "a world in a schema needs a postgresql:// URL")
+    engine = create_engine(parsed.set(drivername="postgresql+psycopg"), isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql(f"CREATE SCHEMA IF NOT EXISTS {schema}")  # the name is checked above
+    except DBAPIError as exc:
+        raise StoreUnavailable(f"cannot create schema {schema!r}: {_first_line(exc)}") from exc
+    finally:
+        engine.dispose()
+    return parsed.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0][:300] if text else ''}"
 
 
-__all__ = ["Database", "DatabaseOptions", "Dialect"]
+__all__ = ["Database", "DatabaseOptions", "Dialect", "world_in_schema"]

@@ -32,8 +32,8 @@ commit costs two or three round trips to SQLite/PostgreSQL and no SQL compilatio
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -512,6 +512,18 @@ def commit_many(db: Database, requests: list[WriteRequest], hooks: tuple[CommitH
     return outcomes
 
 
+@contextmanager
+def log_lock_held(db: Database) -> Iterator[None]:
+    """Hold this world's log lock (:data:`LOG_LOCK_SQL`) in an open write transaction until the block ends,
+    writing nothing: what a writer between its append and its commit holds (PostgreSQL only; tests and
+    benchmarks that measure who waits on it). Every other writer of this world waits; other worlds' do not."""
+    if db.dialect != "postgresql":
+        raise InvalidInput("store", "the log lock is PostgreSQL's (SQLite serialises every writer)")
+    with db.write_cursor() as cur:
+        cur.execute(LOG_LOCK_SQL)
+        yield
+
+
 # -- the controller's lease: one conditional statement each (store.leases, engine.controller.leadership) ---
 
 def _lease_sql(dialect: str, statement: str) -> str:
@@ -564,4 +576,4 @@ def release_lease(db: Database, lease: Lease, now_us: int) -> bool:
 
 
 __all__ = ["LOG_LOCK_SQL", "BatchRefused", "ClaimDecider", "CommitHook", "WakeClaim", "claim_wake", "commit",
-           "commit_many", "lookup_operation", "release_lease", "renew_lease", "take_lease"]
+           "commit_many", "log_lock_held", "lookup_operation", "release_lease", "renew_lease", "take_lease"]
