@@ -43,11 +43,24 @@ def serve(
     = "serve-worker",
     lease: Annotated[float, typer.Option("--lease-seconds", min=1.0, max=3600.0)] = 30.0,
     poll: Annotated[float, typer.Option("--poll-seconds", min=0.05, max=60.0)] = 0.5,
+    role: Annotated[str, typer.Option("--role", help="api (HTTP only), worker (runs its --agent's wakes), "
+                                                     "controller (the controller, while elected leader) or all "
+                                                     "(everything; the default).")] = "all",
+    pdp: Annotated[list[str] | None, typer.Option(
+        "--pdp", metavar="HOST:PORT", help="An external PDP replica's gRPC address (repeatable; replaces "
+                                           "PMW_PDP_ADDRESS(ES)).")] = None,
+    pdp_replicas: Annotated[int | None, typer.Option(
+        "--pdp-replicas", min=1, max=16, help="How many PDPs to start (without --pdp; PMW_PDP_REPLICAS).")] = None,
+    leader_lease: Annotated[float, typer.Option(
+        "--leader-lease-seconds", min=0.5, max=3600.0, help="The controller leader's lease (role controller): "
+                                                             "a standby takes over within about that long.")] = 5.0,
 ) -> None:
     """Serve the world of --db until SIGTERM/SIGINT: its store, one supervised PDP on the world's policy
     deployment, the controller, a worker for --agent's, and the HTTP API (tokens: `pmw tokens`). Prints one
     JSON line with the URL and PID once it listens. --as names the governor that grants the controller's
-    agent on the first start. Two servers never own one world (the data directory's serve.lock)."""
+    agent on the first start. Two servers never own one world (the data directory's serve.lock) in role all;
+    roles api, worker and controller run side by side on one store (PostgreSQL across hosts,
+    docs/operations.md "Beyond one machine")."""
     with invocation(ctx) as run:
         run.embedded_only("pmw serve")
         if not (_loopback(host) or allow_remote):
@@ -60,19 +73,21 @@ def serve(
         from engine.controller import load_rule_dir
         from engine.controller.actions import ACTIONS
         from engine.runloop import DEFAULT_RULES
-        from engine.service.host import Service
+        from engine.service.host import ROLES, Service
         from engine.service.http_app import build_app
         from engine.validation import check_id
 
         check_id("--worker-id", worker_id)  # every option is checked before the world is opened
-        for option, seconds in (("--lease-seconds", lease), ("--poll-seconds", poll)):
-            if not math.isfinite(seconds):
-                raise InvalidInput(option, f"{seconds!r} is not a number of seconds")
-        if controller:
+        _check_options(role, ROLES, {"--lease-seconds": lease, "--poll-seconds": poll,
+                                     "--leader-lease-seconds": leader_lease})
+        settings = _with_pdps(run.settings(), pdp or [], pdp_replicas)
+        if controller and role in ("all", "controller"):
             load_rule_dir(rules or DEFAULT_RULES, ACTIONS)
         adapters = dict(load_adapter(s) for s in agents or [])
-        service = Service(run.settings(), adapters=adapters, controller=controller, rules=rules or DEFAULT_RULES,
-                          governor=run.actor_or_none, worker_id=worker_id, lease_seconds=lease, poll_s=poll)
+        service = Service(settings, adapters=adapters, controller=controller, rules=rules or DEFAULT_RULES,
+                          governor=run.actor_or_none, worker_id=worker_id, lease_seconds=lease, poll_s=poll,
+                          role=role,  # type: ignore[arg-type]  # checked against ROLES above
+                          leader_lease_s=leader_lease)
         service.allowed_hosts.add(f"[{host}]" if ":" in host else host)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         # proto IPPROTO_TCP: asyncio turns Nagle off (TCP_NODELAY) only on accepted sockets of that proto; with
@@ -105,6 +120,28 @@ def serve(
         finally:
             sock.close()
             service.stop()
+
+
+def _check_options(role: str, roles: tuple[str, ...], seconds: dict[str, float]) -> None:
+    """``InvalidInput`` naming the option: a role not among ``roles``, a duration that is not a number."""
+    for option, value in seconds.items():
+        if not math.isfinite(value):
+            raise InvalidInput(option, f"{value!r} is not a number of seconds")
+    if role not in roles:
+        raise InvalidInput("--role", f"{role!r} is not one of {', '.join(roles)}")
+
+
+def _with_pdps(settings: Any, pdp: list[str], replicas: int | None) -> Any:
+    """``settings`` with the PDPs of ``--pdp`` (replacing ``PMW_PDP_ADDRESS(ES)``; each address checked,
+    ``InvalidInput`` naming the setting) and ``--pdp-replicas``."""
+    from engine.settings import load_settings
+
+    if pdp:
+        load_settings(pdp_addresses=",".join(pdp))
+        settings = settings.model_copy(update={"pdp_address": None, "pdp_addresses": ",".join(pdp)})
+    if replicas is not None:
+        settings = settings.model_copy(update={"pdp_replicas": replicas})
+    return settings
 
 
 def _Server(config: Any, service: Any) -> Any:  # noqa: N802 - stands in for the class it builds (imported late)
