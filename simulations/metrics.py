@@ -62,9 +62,24 @@ class Metrics(BaseModel):
     checks: dict[str, bool]
 
 
+@dataclass(frozen=True)
+class FaultMark:
+    """A fault on the time axis: injected at ``at_s`` (virtual seconds from the start); ``end_s`` closes a
+    span (a PDP outage: until its ``restored`` result; ``None`` for an instant); ``result`` is its observed
+    result (``restored``, ``activated``, ``rejected`` ...; empty when none was recorded)."""
+
+    kind: str
+    at_s: float
+    end_s: float | None
+    result: str
+    label: str
+
+
 @dataclass
 class Series:
-    """Per-bucket counts over virtual time, and the topology at key moments."""
+    """Per-bucket counts over virtual time, the faults on that axis, the topology at key moments, and per
+    agent (sparse: bucket -> count, only where something happened) its wakes, acted runs and suppressions by
+    reason. ``roles`` maps each declared agent to its role (the topology groups by it)."""
 
     bucket_s: float
     buckets: int
@@ -76,6 +91,13 @@ class Series:
     duplicate_work: list[int]
     suppress_reasons: dict[str, int]
     frames: list[TopologyFrame]
+    start_us: int = 0
+    faults: list[FaultMark] = field(default_factory=list)
+    suppressed_by_reason: dict[str, list[int]] = field(default_factory=dict)
+    wakes_by_agent: dict[str, dict[int, int]] = field(default_factory=dict)
+    acted_by_agent: dict[str, dict[int, int]] = field(default_factory=dict)
+    suppressed_by_agent: dict[str, dict[str, dict[int, int]]] = field(default_factory=dict)
+    roles: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -178,12 +200,17 @@ class _Fold:
     read_back_failed: int = 0
     events: int = 0
     last_us: int = 0
+    by_agent: dict[str, dict[str, Counter[int]]] = field(default_factory=dict)   # series -> agent -> bucket
 
     def bucket(self, t_us: int) -> int:
         return min(self.buckets - 1, max(0, (t_us - self.start_us) // self.bucket_us))
 
     def tick(self, name: str, t_us: int, n: int = 1) -> None:
         self.series.setdefault(name, [0] * self.buckets)[self.bucket(t_us)] += n
+
+    def tick_agent(self, name: str, agent: str, t_us: int) -> None:
+        """Count one ``name`` (``wakes``, ``acted``, ``suppressed:<reason>``) for ``agent`` in its bucket."""
+        self.by_agent.setdefault(name, {}).setdefault(agent, Counter())[self.bucket(t_us)] += 1
 
 
 def _pages(store: Store) -> Iterator[dict[str, Any]]:
@@ -242,6 +269,7 @@ class _Folder:
         chain = payload.get("chain") if isinstance(payload, dict) else None
         self.f.wakes[w["wake_id"]] = _Wake(w["target_agent"], w["idempotency_key"], t, str(chain or w["wake_id"]))
         self.f.tick("wakes", t)
+        self.f.tick_agent("wakes", str(w["target_agent"]), t)
 
     def on_controller_step(self, e: dict[str, Any], t: int) -> None:
         for w in _inserted(e, "wakes"):
@@ -250,8 +278,11 @@ class _Folder:
             if d.get("kind") == "route_review" and d.get("memory") and d.get("reviewer"):
                 self.f.reviewers[str(d["memory"])] = str(d["reviewer"])
             if d.get("kind") == "suppress":
-                self.f.suppress_reasons[str(d.get("reason"))] += 1
+                reason = str(d.get("reason"))
+                self.f.suppress_reasons[reason] += 1
                 self.f.tick("suppressed", t)
+                self.f.tick(f"suppressed:{reason}", t)
+                self.f.tick_agent(f"suppressed:{reason}", str(d.get("agent")), t)
 
     def on_wake_claim(self, e: dict[str, Any], t: int) -> None:
         wake = self.f.wakes.get(str(e["subject_id"]))
@@ -334,6 +365,7 @@ class _Folder:
         f.receipts_by_agent[r["agent_id"]].append((t, r["outcome"]))
         if r["outcome"] == "acted":
             f.tick("acted", t)
+            f.tick_agent("acted", str(r["agent_id"]), t)
         wake = f.wakes.get(str(r.get("wake_id")))
         if wake is not None:
             wake.receipts += 1
@@ -564,8 +596,42 @@ def compute_metrics(scenario: Scenario, store: Store, start_us: int, stop_us: in
     series = Series(scenario.clock.bucket_s, buckets, wakes=col("wakes"), suppressed=col("suppressed"),
                     acted=col("acted"), conflicts_opened=col("conflicts_opened"),
                     conflicts_resolved=col("conflicts_resolved"), duplicate_work=col("duplicate_work"),
-                    suppress_reasons=dict(sorted(fold.suppress_reasons.items())), frames=_key_frames(fold.frames))
+                    suppress_reasons=dict(sorted(fold.suppress_reasons.items())), frames=_key_frames(fold.frames),
+                    start_us=start_us, faults=fault_marks(fold),
+                    suppressed_by_reason={r: col(f"suppressed:{r}") for r in sorted(fold.suppress_reasons)},
+                    wakes_by_agent=_per_agent(fold, "wakes"), acted_by_agent=_per_agent(fold, "acted"),
+                    suppressed_by_agent=_suppressed_by_agent(fold),
+                    roles={a.id: a.role for a in scenario.agents})
     return metrics, series
+
+
+def _per_agent(f: _Fold, name: str) -> dict[str, dict[int, int]]:
+    return {a: dict(sorted(c.items())) for a, c in sorted(f.by_agent.get(name, {}).items())}
+
+
+def _suppressed_by_agent(f: _Fold) -> dict[str, dict[str, dict[int, int]]]:
+    """agent -> reason -> bucket -> suppressions."""
+    out: dict[str, dict[str, dict[int, int]]] = {}
+    for name in sorted(k for k in f.by_agent if k.startswith("suppressed:")):
+        reason = name.split(":", 1)[1]
+        for agent, counts in f.by_agent[name].items():
+            out.setdefault(agent, {})[reason] = dict(sorted(counts.items()))
+    return dict(sorted(out.items()))
+
+
+def fault_marks(f: _Fold) -> list[FaultMark]:
+    """Each injected fault as a mark on the time axis, in log order: a PDP outage as the span from its
+    ``sim.fault`` to its ``restored`` result, every other fault at its ``sim.fault``."""
+    marks = []
+    for fault in f.faults:
+        kind, at = str(fault["kind"]), (int(fault["at_us"]) - f.start_us) / 1e6
+        result = f.fault_results.get(int(fault["entry"]), {})
+        end = (int(result["at_us"]) - f.start_us) / 1e6 if kind == "pdp_outage" and "at_us" in result else None
+        outcome = str(result.get("result") or "")
+        who = f" {fault['agent']}" if fault.get("agent") else ""
+        marks.append(FaultMark(kind, round(at, 6), round(end, 6) if end is not None else None, outcome,
+                               f"{kind.replace('_', ' ')}{who}" + (f" ({outcome})" if outcome else "")))
+    return marks
 
 
 def _ratio(num: int, den: int) -> float:
@@ -740,4 +806,4 @@ def _key_frames(frames: list[TopologyFrame], limit: int = 6) -> list[TopologyFra
     return [distinct[round(i * step)] for i in range(limit)]
 
 
-__all__ = ["Metrics", "Series", "TopologyFrame", "compute_metrics"]
+__all__ = ["FaultMark", "Metrics", "Series", "TopologyFrame", "compute_metrics", "fault_marks"]

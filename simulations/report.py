@@ -1,14 +1,11 @@
-"""What a run leaves in its output folder: ``metrics.json``, ``events.jsonl``, ``report.md``, ``report.html``
-and the plots (matplotlib PNG, drawn with matplotlib alone):
-
-* ``topology.png``: the collaboration topology at key moments (agents on a circle; info edges as
-  arrows; each room as a square joined to its members);
-* ``wakes.png``: wakes issued, runs that acted, and suppressions (by reason) per time bucket;
-* ``conflicts.png``: conflicts opened and resolved, cumulative;
-* ``duplicates.png``: duplicate work per time bucket.
+"""What a run leaves in its output folder: ``metrics.json``, ``events.jsonl``, ``timeseries.csv`` (one tidy
+row per event: :mod:`simulations.timeseries`), ``report.md``, ``report.html`` and the plots
+(:mod:`simulations.plots`: ``topology.png``, ``wakes.png``, ``conflicts.png``, ``duplicates.png``, faults
+marked on every time axis).
 
 Everything written is a function of the run's log, so two runs of the same file and seed write the same
-``metrics.json`` and ``events.jsonl`` (the PNGs carry no timestamps either: matplotlib's metadata is cleared).
+``metrics.json``, ``events.jsonl`` and ``timeseries.csv`` (the PNGs carry no timestamps either: matplotlib's
+metadata is cleared). The log is read once for ``events.jsonl`` and ``timeseries.csv`` together.
 """
 
 from __future__ import annotations
@@ -16,22 +13,16 @@ from __future__ import annotations
 import html
 import json
 import math
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-from matplotlib.axes import Axes
-from matplotlib.ticker import MaxNLocator
-
-from simulations.metrics import Metrics, Series, TopologyFrame
+from simulations.metrics import Metrics, Series
+from simulations.plots import PNG_META, plot_conflicts, plot_duplicates, plot_topology, plot_wakes
 from simulations.scenario import Bounds, Scenario
+from simulations.timeseries import FILE_NAME as TIMESERIES_FILE
+from simulations.timeseries import TimeseriesWriter
 from store import Store
 
-PNG_META: dict[str, Any] = {"Software": None}
 DEFINITIONS = {
     "task_quality": "declared tasks completed with every step committed once, in order / declared tasks",
     "continuation_fidelity": "interruptions after which the agent's next run acted / interruptions",
@@ -49,13 +40,16 @@ DEFINITIONS = {
 }
 
 
-def write_events(store: Store, path: Path) -> int:
-    """The event log as JSON lines, in log order; returns the number of events."""
+def write_events(store: Store, path: Path, timeseries: TimeseriesWriter | None = None) -> int:
+    """The event log as JSON lines, in log order (and, with ``timeseries``, its tidy row per event in the
+    same pass); returns the number of events."""
     after, n = 0, 0
     with path.open("w", encoding="utf-8") as out:
         while rows := store.read.events(after, 2000):
             for r in rows:
                 out.write(json.dumps({k: r[k] for k in sorted(r)}, sort_keys=True, separators=(",", ":")) + "\n")
+                if timeseries is not None:
+                    timeseries.write(r)
             after, n = int(rows[-1]["seq"]), n + len(rows)
     return n
 
@@ -87,147 +81,16 @@ def write_report(out: Path, scenario: Scenario, metrics: Metrics, series: Series
                        "conflicts_resolved": series.conflicts_resolved, "duplicate_work": series.duplicate_work,
                        "suppress_reasons": series.suppress_reasons}}
     (out / "metrics.json").write_text(json.dumps(body, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    write_events(store, out / "events.jsonl")
+    with TimeseriesWriter(out / TIMESERIES_FILE, series.start_us, series.roles) as timeseries:
+        write_events(store, out / "events.jsonl", timeseries)
     if plots:
-        plot_topology(series.frames, out / "topology.png")
+        plot_topology(series.frames, out / "topology.png", series.roles)
         plot_wakes(series, out / "wakes.png")
         plot_conflicts(series, out / "conflicts.png")
         plot_duplicates(series, out / "duplicates.png")
     (out / "report.md").write_text(_markdown(scenario, metrics, series, expectations), encoding="utf-8")
     (out / "report.html").write_text(_html(scenario, metrics, series, expectations), encoding="utf-8")
     return expectations
-
-
-# -- plots -------------------------------------------------------------------------------------------
-
-def _save(fig: Any, path: Path) -> None:
-    fig.savefig(path, dpi=110, bbox_inches="tight", metadata=PNG_META)
-    plt.close(fig)
-
-
-def _times(series: Series) -> list[float]:
-    return [i * series.bucket_s for i in range(series.buckets)]
-
-
-def plot_topology(frames: Sequence[TopologyFrame], path: Path) -> None:
-    cols = min(3, max(1, len(frames)))
-    rows = -(-len(frames) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 4.0 * rows), squeeze=False)
-    for ax in axes.flat:
-        ax.set_axis_off()
-    for ax, frame in zip(axes.flat, frames, strict=False):
-        _draw_frame(ax, frame)
-    fig.suptitle("Collaboration topology at key moments (arrows: info edges; squares: rooms)")
-    _save(fig, path)
-
-
-def _draw_frame(ax: Axes, frame: TopologyFrame) -> None:
-    n = max(1, len(frame.agents))
-    big = n > 40
-    pos = {a: (math.cos(2 * math.pi * i / n + math.pi / 2), math.sin(2 * math.pi * i / n + math.pi / 2))
-           for i, a in enumerate(frame.agents)}
-    for src, dst, _ in frame.edges:
-        if src in pos and dst in pos:
-            # from node edge to node edge (the node markers are 30 pt wide), so the head is visible
-            shrink = 1 if big else 17
-            ax.annotate("", xy=pos[dst], xytext=pos[src], zorder=6,
-                        arrowprops={"arrowstyle": "-|>", "color": "#1f77b4", "lw": 1.4, "mutation_scale": 14,
-                                    "shrinkA": shrink, "shrinkB": shrink})
-    for j, (room, members) in enumerate(sorted(frame.rooms.items())):
-        pts = [pos[m] for m in members if m in pos]
-        if not pts:
-            continue
-        cx, cy = sum(p[0] for p in pts) / len(pts) * 0.45, sum(p[1] for p in pts) / len(pts) * 0.45 - 0.1 * j
-        for px, py in pts:
-            ax.plot([cx, px], [cy, py], color="#d62728", lw=1.0, ls="--")
-        ax.scatter([cx], [cy], marker="s", s=160, color="#d62728", zorder=3)
-        ax.text(cx, cy - 0.14, room, ha="center", va="top", fontsize=7, color="#d62728")
-    xs, ys = [p[0] for p in pos.values()], [p[1] for p in pos.values()]
-    ax.scatter(xs, ys, s=12 if big else 900, color="#2ca02c", zorder=4)
-    if not big:
-        for a, (x, y) in pos.items():
-            ax.text(x, y, a, ha="center", va="center", fontsize=7, zorder=5)
-    ax.set_xlim(-1.35, 1.35)
-    ax.set_ylim(-1.35, 1.35)
-    ax.set_aspect("equal")
-    ax.set_title(f"t = {frame.at_s:g} s\n{frame.label}", fontsize=8)
-
-
-def plot_wakes(series: Series, path: Path) -> None:
-    t = _times(series)
-    width = series.bucket_s * 0.4
-    fig, ax = plt.subplots(figsize=(8, 3.6))
-    # each bucket [t, t + bucket): wakes in its first half, suppressions in its second, acted runs at its middle
-    ax.bar([x + series.bucket_s * 0.1 for x in t], series.wakes, width=width, label="wakes issued",
-           color="#1f77b4", align="edge")
-    ax.bar([x + series.bucket_s * 0.5 for x in t], series.suppressed, width=width,
-           label="wake candidates suppressed", color="#ff7f0e", align="edge")
-    acted = [(x + series.bucket_s * 0.5, n) for x, n in zip(t, series.acted, strict=True) if n]
-    ax.plot([x for x, _ in acted], [n for _, n in acted], color="#2ca02c", marker="o", ls="none", markersize=6,
-            label="runs that acted")
-    reasons = ", ".join(f"{k}: {v}" for k, v in series.suppress_reasons.items()) or "none"
-    ax.set_title(f"Wake rate and suppressions per {series.bucket_s:g} s (suppressed by reason: {reasons})",
-                 fontsize=9)
-    ax.set_xlabel("virtual time (s)")
-    ax.set_ylabel("count")
-    _counts_axis(ax, max([*series.wakes, *series.suppressed, *series.acted], default=0))
-    ax.set_xlim(0, series.buckets * series.bucket_s)
-    ax.legend(fontsize=8)
-    _save(fig, path)
-
-
-def _cumulative(values: Sequence[int]) -> list[int]:
-    total, out = 0, []
-    for v in values:
-        total += v
-        out.append(total)
-    return out
-
-
-def _counts_axis(ax: Axes, top: int) -> None:
-    """Whole-number ticks from 0, with headroom (a count axis never shows -0.04 or 0.2 conflicts)."""
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylim(0, max(1, top) * 1.15)
-
-
-def _empty_note(ax: Axes, text: str) -> None:
-    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=10, color="#666")
-
-
-def plot_conflicts(series: Series, path: Path) -> None:
-    t = _times(series)
-    opened, resolved = _cumulative(series.conflicts_opened), _cumulative(series.conflicts_resolved)
-    fig, ax = plt.subplots(figsize=(8, 3.2))
-    # opened drawn wide and resolved on top of it: when a conflict is resolved within its bucket the two
-    # lines coincide, and both stay visible
-    ax.step(t, opened, where="post", label="conflicts opened", color="#d62728", lw=4, alpha=0.45)
-    ax.step(t, resolved, where="post", label="conflicts resolved", color="#2ca02c", lw=1.6, ls="--")
-    total_open = opened[-1] if opened else 0
-    total_resolved = resolved[-1] if resolved else 0
-    ax.set_title(f"Conflicts opened and resolved (cumulative, per {series.bucket_s:g} s): {total_open} opened, "
-                 f"{total_resolved} resolved", fontsize=9)
-    ax.set_xlabel("virtual time (s)")
-    ax.set_ylabel("conflicts")
-    _counts_axis(ax, max([*opened, *resolved], default=0))
-    if total_open == 0:
-        _empty_note(ax, "no conflict in this run")
-    ax.legend(fontsize=8, loc="upper left")
-    _save(fig, path)
-
-
-def plot_duplicates(series: Series, path: Path) -> None:
-    fig, ax = plt.subplots(figsize=(8, 3.2))
-    ax.bar(_times(series), series.duplicate_work, width=series.bucket_s * 0.8, color="#9467bd", align="edge")
-    total = sum(series.duplicate_work)
-    ax.set_title(f"Duplicate work per {series.bucket_s:g} s (a step, claim or answer done again): "
-                 f"{total} in all", fontsize=9)
-    ax.set_xlabel("virtual time (s)")
-    ax.set_ylabel("work units redone")
-    _counts_axis(ax, max(series.duplicate_work, default=0))
-    ax.set_xlim(0, series.buckets * series.bucket_s)
-    if total == 0:
-        _empty_note(ax, "no work was done twice")
-    _save(fig, path)
 
 
 # -- text --------------------------------------------------------------------------------------------
@@ -264,7 +127,8 @@ def _markdown(s: Scenario, m: Metrics, series: Series, expectations: dict[str, b
         lines += [f"- {k}: {'met' if v else 'NOT MET'}" for k, v in expectations.items()]
     lines += ["", "## Plots", "", "![topology](topology.png)", "", "![wakes](wakes.png)", "",
               "![conflicts](conflicts.png)", "", "![duplicates](duplicates.png)", "",
-              "The event log is `events.jsonl`; the figures are in `metrics.json`.", ""]
+              "The event log is `events.jsonl`, one tidy row per event is `timeseries.csv` "
+              "(`simulations.timeseries.load`); the figures are in `metrics.json`.", ""]
     return "\n".join(lines)
 
 
@@ -278,7 +142,8 @@ def _html(s: Scenario, m: Metrics, series: Series, expectations: dict[str, bool]
                       for k, v in expectations.items())
     plots = "".join(f"<figure><img src='{name}.png' alt='{name}'><figcaption>{e(cap)}</figcaption></figure>"
                     for name, cap in (("topology", "The topology at key moments"),
-                                      ("wakes", "Wakes issued, runs that acted, suppressions"),
+                                      ("wakes", "Wakes issued, runs that acted, suppressions by reason; "
+                                                "per agent below (faults marked)"),
                                       ("conflicts", "Conflicts opened and resolved"),
                                       ("duplicates", "Duplicate work")))
     return f"""<!doctype html>
@@ -305,5 +170,5 @@ figure {{ margin: 1.5em 0; }} img {{ max-width: 100%; border: 1px solid #eee; }}
 """
 
 
-__all__ = ["DEFINITIONS", "check_expectations", "plot_conflicts", "plot_duplicates", "plot_topology", "plot_wakes",
-           "write_events", "write_report"]
+__all__ = ["DEFINITIONS", "PNG_META", "check_expectations", "plot_conflicts", "plot_duplicates", "plot_topology",
+           "plot_wakes", "write_events", "write_report"]
