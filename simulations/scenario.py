@@ -505,6 +505,20 @@ def _check_references(s: Scenario, file: str, lines: Mapping[Path_, int]) -> Non
     _check_world(s, agents, fail)
     _check_timeline(s, agents, fail)
     _check_paths(s, fail)
+    _check_expect(s, fail)
+
+
+def _check_expect(s: Scenario, fail: Any) -> None:
+    """Every ``expect`` key names a figure a run reports (a typo fails here, not after the run as NOT MET)."""
+    from difflib import get_close_matches
+
+    from simulations.figure_names import figure_names, is_figure
+
+    for name in s.expect:
+        if not is_figure(name):
+            close = get_close_matches(name, sorted(figure_names()), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else "; see docs/simulations.md, The metrics"
+            fail(("expect", name), f"unknown figure {name!r}{hint}", timeline=False)
 
 
 def _check_world(s: Scenario, agents: set[str], fail: Any) -> None:
