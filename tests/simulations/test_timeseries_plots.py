@@ -109,7 +109,7 @@ def test_the_series_carries_each_fault_with_the_outage_as_a_span(run: tuple[Path
     outage = series.faults[1]
     assert outage.at_s == pytest.approx(31.0)
     assert outage.end_s == pytest.approx((restored["created_at_us"] - series.start_us) / 1e6)
-    assert outage.end_s >= 51.0 and series.faults[0].end_s is None
+    assert outage.end_s is not None and outage.end_s >= 51.0 and series.faults[0].end_s is None
 
 
 def test_every_time_axis_of_every_plot_marks_every_fault(run: tuple[Path, Series, list[dict[str, Any]]]) -> None:
@@ -159,9 +159,11 @@ def test_suppressions_per_agent_have_a_legend_of_reasons() -> None:
     series = synthetic_series({"a": {"depth": {1: 2}}, "b": {"cooldown": {3: 1}, "depth": {4: 1}}})
     fig = build_wakes(series)
     dots = time_axes(fig)[-1]
-    assert dots.get_legend() is not None
-    assert [t.get_text() for t in dots.get_legend().get_texts()] == ["cooldown", "depth"]
-    offsets = {c.get_label(): [tuple(p) for p in c.get_offsets()] for c in dots.collections}
+    legend = dots.get_legend()
+    assert legend is not None
+    assert [t.get_text() for t in legend.get_texts()] == ["cooldown", "depth"]
+    offsets = {c.get_label(): [(float(x), float(y)) for x, y in c.get_offsets().tolist()]  # type: ignore[union-attr]
+               for c in dots.collections}
     assert offsets["depth"] == [(15.0, 0.0), (45.0, 1.0)] and offsets["cooldown"] == [(35.0, 1.0)]
 
 
