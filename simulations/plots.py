@@ -157,7 +157,7 @@ def build_wakes(series: Series) -> Figure:
     per_agent = bool(rows.agents)
     height = 3.6 + (min(len(rows.agents), MAX_AGENT_ROWS) * 0.16 + 1.2) * 2 * per_agent
     ratios = [3.6, *([len(rows.agents) * 0.16 + 1.2] * 2 if per_agent else [])]
-    fig, axes = plt.subplots(len(ratios), 1, figsize=(10, height), squeeze=False,
+    fig, axes = plt.subplots(len(ratios), 1, figsize=(10, height), squeeze=False, layout="constrained",
                              gridspec_kw={"height_ratios": ratios}, sharex=True)
     _totals(axes[0][0], series)
     if per_agent:
@@ -215,7 +215,8 @@ def _wake_heatmap(fig: Figure, ax: Axes, series: Series, rows: AgentRows) -> Non
     _, width_s = _columns(series)
     image = ax.imshow(matrix, aspect="auto", cmap="Blues", interpolation="nearest",
                       extent=(0, len(matrix[0]) * width_s, len(rows.agents) - 0.5, -0.5), vmin=0)
-    fig.colorbar(image, ax=ax, pad=0.08, fraction=0.03, label=f"wakes per {width_s:g} s")
+    # the colour bar in an inset beyond the role labels: the panel keeps the width of the others
+    fig.colorbar(image, cax=ax.inset_axes((1.1, 0.0, 0.015, 1.0)), label=f"wakes per {width_s:g} s")
     _agent_axis(ax, rows, "Wakes")
     mark_faults(ax, series.faults, legend=False)
 
