@@ -17,6 +17,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from engine.errors import InvalidInput
 from engine.settings import Settings, load_settings
@@ -106,7 +107,7 @@ def run_cells(cells: Sequence[Cell], *, settings: Settings | None = None, jobs: 
     if not cells:
         return []
     base = settings or load_settings()
-    external = {k: None for k in ("pdp_address", "pdp_addresses") if k in type(base).model_fields}
+    external: dict[str, Any] = {k: None for k in ("pdp_address", "pdp_addresses") if k in type(base).model_fields}
     own = base.model_copy(update={**external, "pdp_timeout_s": min(base.pdp_timeout_s, OWN_PDP_TIMEOUT_S)})
     shares = any(not needs_own_pdp(c.scenario) for c in cells)
     with _maybe_shared(base, cells[0].out.parent, shares) as shared:

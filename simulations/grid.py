@@ -1,6 +1,7 @@
 """What a sweep runs: axes (a dotted key of the scenario and its values), their grid, and the seeds.
 
-``--sweep key=v1,v2`` is one :class:`Axis`; several make a grid, the cartesian product of their values in
+``--sweep key=v1,v2`` is one :class:`Axis` (``key1+key2=v1,v2`` sets both keys to each value: the three
+wake intervals of a scenario moved together); several make a grid, the cartesian product of their values in
 the order given (the first axis varies slowest). Values are YAML scalars (``3`` is an int, ``0.5`` a float,
 ``pointers`` a string). ``--seeds N`` runs every variant with N seeds (the scenario's seed, seed + 1, ...);
 ``--seeds 1,4,9`` with those seeds. Errors are :class:`~simulations.errors.ScenarioError` (field ``sweep`` or
@@ -43,7 +44,8 @@ class Variant:
 
     @property
     def overrides(self) -> dict[str, Scalar]:
-        return dict(self.point)
+        """The dotted keys to set: an axis key ``a+b`` sets ``a`` and ``b`` to the same value."""
+        return {part: value for key, value in self.point for part in key.split("+")}
 
     def value(self, key: str) -> Scalar:
         return dict(self.point)[key]

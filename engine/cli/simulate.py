@@ -1,49 +1,69 @@
-"""``pmw simulate``: run a scenario file (``simulations/``) and write its report."""
+"""``pmw simulate``: run a scenario file (``simulations/``), a sweep, a comparison or a study, and write the
+report."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from engine.cli.runtime import invocation
+from engine.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from simulations.run import Result
+    from simulations.results import Result
 
 
 def simulate(
     ctx: typer.Context,
-    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="The scenario file (YAML).")],
+    file: Annotated[Path | None, typer.Argument(exists=True, dir_okay=False, help="The scenario file (YAML).")]
+    = None,
     out: Annotated[Path, typer.Option("--out", file_okay=False, help="Output folder (default: sim-out/<file>).")]
     = Path(),
     db: Annotated[str | None, typer.Option(
-        "--db", metavar="URL", help="An empty database (default: a fresh OUT/world.db; PMW_DB_URL is ignored).")]
+        "--db", metavar="URL", help="An empty database (default: a fresh OUT/world.db; PMW_DB_URL is ignored); "
+                                    "one run only.")]
     = None,
     seed: Annotated[int | None, typer.Option("--seed", min=0, help="Override the scenario's seed.")] = None,
-    sweep_spec: Annotated[str | None, typer.Option(
+    sweep_specs: Annotated[list[str] | None, typer.Option(
         "--sweep", metavar="KEY=V1,V2,...", help="Run once per value of a dotted key of the scenario (e.g. "
-                                                 "rules.constants.max_depth=2,3,5); writes sweep.md/.csv/.png.")]
+                                                 "rules.constants.max_depth=2,3,5); several --sweep make a grid "
+                                                 "(every combination); writes sweep.md/.csv/.json/.html/.png.")]
     = None,
     other: Annotated[Path | None, typer.Option(
         "--compare", exists=True, dir_okay=False, metavar="OTHER_FILE",
-        help="Run a second scenario file and compare the two; writes compare.md/.csv/.png.")] = None,
+        help="Run a second scenario file and compare the two; writes compare.md/.csv/.json/.html/.png.")] = None,
+    seeds: Annotated[str | None, typer.Option(
+        "--seeds", metavar="N|S1,S2,...", help="Replicates: N seeds from the scenario's (or a list); tables give "
+                                               "mean ± 95 % interval.")] = None,
+    metrics: Annotated[str | None, typer.Option(
+        "--metrics", metavar="A,B,...", help="The figures tables and plots show (default: every figure that "
+                                             "differs between runs).")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", min=1, max=64, help="Worker processes (same results).")] = 1,
+    study: Annotated[Path | None, typer.Option(
+        "--study", exists=True, metavar="DIR", help="Run a study (a folder with study.yaml: a scenario family, "
+                                                    "its sweep and the hypothesis' claims); writes study.*.")]
+    = None,
+    ci: Annotated[bool, typer.Option("--ci", help="With --study: its CI-sized variant.")] = False,
 ) -> None:
     """Run FILE on a fresh world (SQLite in OUT by default; --db for PostgreSQL) with the real PDP, the
     controller and a worker, on a virtual clock. Writes metrics.json, events.jsonl, report.md, report.html
     and the plots. Exit 1 if an expectation of the scenario is not met; 3 for an invalid scenario file
     (file:line: field: reason), before anything is written."""
-    folder = out if out != Path() else Path("sim-out") / file.stem
+    shown = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else None
     with invocation(ctx):
-        from simulations.scenario import load_scenario
-
-        for scenario_file in (file, *([other] if other is not None else [])):
-            load_scenario(scenario_file)  # a bad file fails here, before any output
-    with invocation(ctx) as run, typer.progressbar(length=1000, label=f"simulating {file.name}",
-                                                   file=None) as bar:
-        from simulations.run import compare, simulate_file, sweep
-
+        if (file is None) == (study is None):
+            raise InvalidInput("FILE", "give a scenario FILE or --study DIR (not both)")
+        if study is not None and (sweep_specs or other is not None):
+            raise InvalidInput("--study", "a study brings its own family and sweep (no --sweep or --compare)")
+        if sweep_specs and other is not None:
+            raise InvalidInput("--compare", "--sweep and --compare do not combine; a study compares a family")
+        _validate(file, other, study, sweep_specs, seeds, ci)
+    name = study.name if study is not None else file.stem if file is not None else "run"
+    folder = out if out != Path() else Path("sim-out") / name
+    with invocation(ctx) as run, typer.progressbar(length=1000, label=f"simulating {name}", file=None) as bar:
         done = 0
 
         def progress(x: float) -> None:
@@ -53,28 +73,71 @@ def simulate(
                 bar.update(target - done)
                 done = target
 
-        db_url = db or run.options.db
-        if sweep_spec is not None:
-            results = [r for _, r in sweep(file, sweep_spec, folder, db_url=db_url, progress=progress)]
-            _summary(results, folder / "sweep.md")
-        elif other is not None:
-            results = list(compare(file, other, folder, db_url=db_url, progress=progress))
-            _summary(results, folder / "compare.md")
-        else:
-            results = [simulate_file(file, folder, db_url=db_url, seed=seed, progress=progress)]
-            _summary(results, folder / "report.html")
-    if not all(r.ok for r in results):
+        ok = _run(file, other, study, sweep_specs, seeds, shown, jobs, ci, seed, folder, db or run.options.db,
+                  progress)
+    if not ok:
         raise typer.Exit(1)
+
+
+def _validate(file: Path | None, other: Path | None, study: Path | None, sweep_specs: list[str] | None,
+              seeds: str | None, ci: bool) -> None:
+    """Fail on a bad file, sweep or seeds before any output."""
+    from simulations.grid import parse_axes, parse_seeds
+    from simulations.scenario import load_scenario
+
+    if study is not None:
+        from simulations.study import load_study
+
+        load_study(study, ci=ci)
+        return
+    for scenario_file in (file, other):
+        if scenario_file is not None:
+            load_scenario(scenario_file)  # a bad file fails here, before any output
+    parse_axes(sweep_specs or [])
+    parse_seeds(seeds, 0)
+
+
+def _run(file: Path | None, other: Path | None, study: Path | None, sweep_specs: list[str] | None,
+         seeds: str | None, shown: list[str] | None, jobs: int, ci: bool, seed: int | None, folder: Path,
+         db_url: str | None, progress: Callable[[float], None]) -> bool:
+    from simulations.run import compare, simulate_file, sweep
+
+    if study is not None:
+        from simulations.study import run_study
+
+        answer = run_study(study, folder, ci=ci, jobs=jobs, progress=progress)
+        typer.echo("")
+        for line in answer.lines():
+            typer.echo(line)
+        typer.echo(f"report: {folder / 'study.html'}")
+        return True
+    assert file is not None
+    if sweep_specs or (seeds is not None and other is None):
+        batch = sweep(file, sweep_specs or [], folder, seeds=seeds, metrics=shown, jobs=jobs, db_url=db_url,
+                      progress=progress)
+        _summary([r.result for r in batch.runs], folder / "sweep.html")
+        return batch.ok
+    if other is not None:
+        pair = compare(file, other, folder, seeds=seeds, metrics=shown, jobs=jobs, db_url=db_url,
+                       progress=progress)
+        _summary([r.result for r in pair.runs], folder / "compare.html")
+        return pair.ok
+    result = simulate_file(file, folder, db_url=db_url, seed=seed, progress=progress)
+    _summary([result], folder / "report.html")
+    return result.ok
 
 
 def _summary(results: list[Result], main: Path) -> None:
     typer.echo("")
     for r in results:
         m = r.metrics
-        unmet = [k for k, ok in r.expectations.items() if not ok]
+        status = r.status
+        unmet = [k for k, s in status.items() if s == "not met"]
+        na = [k for k, s in status.items() if s == "n/a"]
         typer.echo(f"{r.scenario.name} (seed {r.scenario.seed}): {m.events} events, {m.counts['wakes']} wakes, "
                    f"{m.counts['suppressed']} suppressed, task quality {m.task_quality}, "
-                   f"expectations {'met' if not unmet else 'NOT MET: ' + ', '.join(unmet)} -> {r.out}")
+                   f"expectations {'met' if not unmet else 'NOT MET: ' + ', '.join(unmet)}"
+                   f"{' (n/a: ' + ', '.join(na) + ')' if na else ''} -> {r.out}")
     typer.echo(f"report: {main}")
 
 
