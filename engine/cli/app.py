@@ -98,6 +98,7 @@ serve.register(app)
 pull.register(app)
 audit.register(app)
 backup.register(app)
+__import__("engine.cli.contracts", fromlist=["register"]).register(app)  # pmw contracts, pmw retention
 __import__("engine.cli.mcp", fromlist=["register"]).register(app)  # pmw mcp (its body imports the MCP server)
 
 

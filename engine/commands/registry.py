@@ -22,6 +22,7 @@ from engine.commands import (
     handoffs,
     memory,
     messages,
+    retention,
     rooms,
     state,
     subscriptions,
@@ -35,7 +36,7 @@ from engine.errors import InvalidInput
 from engine.validation import invalid_from
 
 DOMAINS: tuple[ModuleType, ...] = (state, tasks, handoffs, memory, rooms, artifacts, messages, subscriptions,
-                                   approvals, actions, topology, agents, wakes, tokens)
+                                   approvals, actions, retention, topology, agents, wakes, tokens)
 
 # The World's writes that only the runtime makes (no PDP decision an agent could ask for).
 RUNTIME_CALLS: tuple[str, ...] = ("record_decision", "commit_controller_step", "activate_policy_epoch",

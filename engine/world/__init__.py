@@ -20,6 +20,7 @@ from engine.world.op_ids import CONTROLLER_AGENT
 from engine.world.permissions import AllowedActions, Invoked, PermissionCalls
 from engine.world.policy_epochs import PolicyEpochReads
 from engine.world.projection import ProjectionCalls, WorldView
+from engine.world.retention import RetentionCalls
 from engine.world.revocation import RevocationReport
 from engine.world.rooms import RoomCalls
 from engine.world.snapshots import SnapshotRef
@@ -31,7 +32,8 @@ from engine.world.topology import TopologyCalls
 from engine.world.wakes import WakeCalls
 
 
-class World(ExecuteCalls, ChannelCalls, StateCalls, TaskCalls, ArtifactCalls, MemoryCalls, WakeCalls, HandoffCalls,
+class World(ExecuteCalls, ChannelCalls, StateCalls, TaskCalls, ArtifactCalls, RetentionCalls, MemoryCalls,
+            WakeCalls, HandoffCalls,
             TopologyCalls, RoomCalls, ProjectionCalls, PolicyEpochReads, PermissionCalls,
             SubscriptionCalls, TokenCalls, ActionCalls, WorldCore):
     """One persistent shared world over one store, as agents see it: every call decided by the policy."""

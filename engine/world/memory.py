@@ -253,29 +253,42 @@ class MemoryCalls(WorldCore):
         """Withdraw memory; everything derived from it (transitively, by provenance) is revoked too."""
         req = build(RevokeMemory, memory_id=memory_id, reason=reason, expected_version=expected_version)
 
+        details: dict[str, Any] = {}
+
         def extra(now: int) -> list[Change]:
-            return [Update("memory", {"memory_id": m.memory_id}, m.version,
-                           {"status": MemoryStatus.REVOKED.value, "updated_at_us": now}, "memory", m.memory_id)
-                    for m in self._derived_live(req.memory_id)]
+            derived = self._derived_paths([req.memory_id])
+            details["invalidated"] = invalidated_payload(derived)
+            return invalidation_updates(derived, now)
         return self._memory_action("revoke", actor, req, op_id, cause, reason=req.reason,
                                    check=lambda m: self._require_memory_owner(actor, m, "revoke")
-                                   if m.reviewer != actor else None, extra=extra)
+                                   if m.reviewer != actor else None, extra=extra, details=details)
 
     def _derived_live(self, memory_id: str) -> list[Memory]:
         """Memory derived from ``memory_id`` (breadth-first, bounded), not yet revoked."""
-        seen: dict[str, Memory] = {}
-        frontier = [memory_id]
+        return [m for m, _ in self._derived_paths([memory_id]).values()]
+
+    def _derived_paths(self, sources: Sequence[str]) -> dict[str, tuple[Memory, list[str]]]:
+        """Memory derived from any of ``sources`` (ids of memory, artifacts, tasks ... named in a memory's
+        ``source_refs``), transitively through provenance ``derived_from`` edges, breadth-first and bounded
+        (:data:`MAX_REVOKE_CASCADE`), not yet revoked: memory id -> (the memory, the provenance path from
+        the source to it, source first)."""
+        seen: dict[str, tuple[Memory, list[str]]] = {}
+        paths: dict[str, list[str]] = {src: [src] for src in sources}
+        frontier = list(sources)
         while frontier and len(seen) < MAX_REVOKE_CASCADE:
             edges = self._store.read.rows("provenance_edges", {"src_id": frontier, "dst_kind": "memory",
                                                               "relation": "derived_from"})
-            targets = sorted({e["dst_id"] for e in edges} - set(seen) - {memory_id})
+            parent = {e["dst_id"]: e["src_id"] for e in sorted(edges, key=lambda e: (e["src_id"], e["dst_id"]))}
+            targets = sorted(set(parent) - set(seen) - set(sources))
             rows = self._store.read.rows("memory", {"memory_id": targets}) if targets else []
             frontier = []
             for row in rows:
                 if row["status"] != MemoryStatus.REVOKED.value:
-                    seen[row["memory_id"]] = Memory.model_validate(row)
-                    frontier.append(row["memory_id"])
-        return list(seen.values())
+                    mid = str(row["memory_id"])
+                    paths[mid] = [*paths[parent[mid]], mid]
+                    seen[mid] = (Memory.model_validate(row), paths[mid])
+                    frontier.append(mid)
+        return seen
 
     def list_memory(self, actor: str, *, limit: int = 500) -> list[Memory]:
         """Memory ``actor`` may see by scope, newest first, at most ``limit`` (1 to 100,000)."""
@@ -295,15 +308,16 @@ class MemoryCalls(WorldCore):
     def _memory_action(self, action: str, actor: str, req: _Transition, op_id: str | None, cause: Cause | None, *,
                        values: dict[str, Any] | None = None, check: Callable[[Memory], None] | None = None,
                        reason: str | None = None, other: str | None = None,
-                       extra: Callable[[int], list[Change]] | None = None) -> Memory:
-        """The lifecycle transition ``action`` of the memory ``req`` names (``reason`` and ``other``: what the
-        event's payload records)."""
+                       extra: Callable[[int], list[Change]] | None = None,
+                       details: dict[str, Any] | None = None) -> Memory:
+        """The lifecycle transition ``action`` of the memory ``req`` names (``reason``, ``other`` and
+        ``details``, which ``extra`` may fill in, are what the event's payload records)."""
         def plan(now: int) -> Plan:
             try:
                 plan, _ = self._transition(Memory, "memory", "memory", req.memory_id, MEMORY_LIFECYCLE, action,
                                            now, expected_version=req.expected_version, values=values, check=check,
                                            extra=extra(now) if extra else (),
-                                           payload={"reason": reason, "other": other})
+                                           payload={"reason": reason, "other": other, **(details or {})})
             except (NotFound, NotPermitted, IllegalTransition, VersionConflict) as refusal:
                 if isinstance(refusal, PolicyDenied):
                     raise
@@ -331,6 +345,19 @@ class MemoryCalls(WorldCore):
     def _require_member(self, actor: str, room_id: str, action: str) -> None:
         if room_id not in self._store.read.active_rooms_of(actor):
             raise NotPermitted(actor, action, "room", room_id, "not an active member")
+
+
+def invalidation_updates(derived: dict[str, tuple[Memory, list[str]]], now: int) -> list[Change]:
+    """The compare-and-sets that revoke each memory of ``derived`` (what :meth:`MemoryCalls._derived_paths`
+    found) at ``now``."""
+    return [Update("memory", {"memory_id": m.memory_id}, m.version,
+                   {"status": MemoryStatus.REVOKED.value, "updated_at_us": now}, "memory", m.memory_id)
+            for m, _ in derived.values()]
+
+
+def invalidated_payload(derived: dict[str, tuple[Memory, list[str]]]) -> list[dict[str, Any]]:
+    """What an event records of the memory it invalidated: each id with its provenance path."""
+    return [{"memory_id": mid, "path": path} for mid, (_, path) in derived.items()]
 
 
 def seal_memory_content(world: WorldCore, reader: str, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
