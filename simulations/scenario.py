@@ -23,23 +23,38 @@ every value's path is mapped to its line, and pydantic's error location is mappe
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from engine.errors import YamlRefused
 from engine.models.common import ID_PATTERN
 from engine.yaml_input import parse_yaml, read_yaml_text
 from simulations.errors import ScenarioError, ScenarioTimelineError
+from simulations.plugins import PLUGIN_PATTERN
 from simulations.rules import declared_constants
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BEHAVIOURS = ("worker", "reviewer", "disagreeing_reviewer", "flaky", "human_governor")
 Behaviour = Literal["worker", "reviewer", "disagreeing_reviewer", "flaky", "human_governor"]
+_PLUGIN = re.compile(PLUGIN_PATTERN)
+
+
+def _known_behaviour(value: str) -> str:
+    """A library behaviour's name, or ``MODULE:ATTR`` (an agent of one's own: :mod:`simulations.plugins`,
+    resolved before the world opens)."""
+    if value in BEHAVIOURS or _PLUGIN.match(value):
+        return value
+    raise ValueError(f"unknown behaviour {value!r}; the library has: {', '.join(BEHAVIOURS)}; or MODULE:ATTR, "
+                     "an agent of one's own")
+
+
+BehaviourName = Annotated[str, AfterValidator(_known_behaviour)]
 Representation = Literal["transcript", "summary", "structured", "pointers"]
 AgentId = Annotated[str, Field(pattern=ID_PATTERN)]
 Seconds = Annotated[float, Field(ge=0)]
@@ -112,7 +127,7 @@ class AgentSpec(Strict):
     role: str = Field(default="worker", pattern=ID_PATTERN)
     capabilities: list[str] = Field(default_factory=list, max_length=64)
     authority: Authority = Authority()
-    behaviour: Behaviour
+    behaviour: BehaviourName
     model: str = Field(default="rules-v1", min_length=1, max_length=100)
     params: BehaviourParams = BehaviourParams()
 
@@ -271,7 +286,7 @@ class ModelReplacement(Entry):
     kind: Literal["model_replacement"]
     agent: AgentId
     model: str = Field(min_length=1, max_length=100)
-    behaviour: Behaviour | None = None
+    behaviour: BehaviourName | None = None
 
 
 class ConversationReplacement(Entry):
@@ -451,6 +466,8 @@ def _first_error(exc: ValidationError, file: str, lines: Mapping[Path_, int]) ->
         reason = "unknown field"
     elif err["type"] == "literal_error" and field.endswith("behaviour"):
         reason = f"unknown behaviour {err['input']!r}; the library has: {', '.join(BEHAVIOURS)}"
+    elif err["type"] == "value_error":
+        reason = str(err["msg"]).removeprefix("Value error, ")
     elif err["type"] == "union_tag_invalid":
         reason = f"unknown timeline kind {err['input'].get('kind')!r}" if isinstance(err["input"], dict) else reason
     elif "input" in err and not isinstance(err["input"], dict | list):
@@ -613,9 +630,8 @@ def iter_entries(s: Scenario) -> Iterator[tuple[int, Entry]]:
     yield from enumerate(s.timeline)
 
 
-__all__ = ["BEHAVIOURS", "FAULT_KINDS", "AgentSpec", "ArtifactSpec", "Behaviour", "BehaviourParams", "ClaimEntry",
-           "ConversationReplacement", "DuplicateDelivery", "GrantEntry", "MemorySpec", "ModelReplacement", "NoteSpec",
-           "OpenRoomEntry", "PdpOutage",
-           "PolicyChange", "Representation", "ResolveEntry", "RuleChange", "Scenario", "StaleWrite",
-           "StateWriteEntry", "TaskSpec", "TimelineEntry", "WakeEntry", "WorkerCrash", "iter_entries",
-           "load_scenario", "parse_scenario"]
+__all__ = ["BEHAVIOURS", "FAULT_KINDS", "AgentSpec", "ArtifactSpec", "Behaviour", "BehaviourName", "BehaviourParams",
+           "ClaimEntry", "ConversationReplacement", "DuplicateDelivery", "GrantEntry", "MemorySpec", "ModelReplacement",
+           "NoteSpec", "OpenRoomEntry", "PdpOutage", "PolicyChange", "Representation", "ResolveEntry", "RuleChange",
+           "Scenario", "StaleWrite", "StateWriteEntry", "TaskSpec", "TimelineEntry", "WakeEntry", "WorkerCrash",
+           "iter_entries", "load_scenario", "parse_scenario"]
