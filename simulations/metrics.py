@@ -201,6 +201,9 @@ class _Fold:
     events: int = 0
     last_us: int = 0
     by_agent: dict[str, dict[str, Counter[int]]] = field(default_factory=dict)   # series -> agent -> bucket
+    handoff_packets: list[int] = field(default_factory=list)     # UTF-8 bytes of each handoff's goal
+    handoff_waiting: dict[str, int] = field(default_factory=dict)  # receiver -> its packet's bytes, until it runs
+    handoff_views: list[tuple[int, int]] = field(default_factory=list)  # (receiver's next view, its packet)
 
     def bucket(self, t_us: int) -> int:
         return min(self.buckets - 1, max(0, (t_us - self.start_us) // self.bucket_us))
@@ -296,6 +299,9 @@ class _Folder:
             cost = tr.get("cost") or {}
             self.f.context_bytes += int(cost.get("context_bytes", 0))
             self.f.traced += 1
+            if str(tr.get("agent_id")) in self.f.handoff_waiting:  # the receiver's first run shows the packet
+                packet = self.f.handoff_waiting.pop(str(tr.get("agent_id")))
+                self.f.handoff_views.append((int(cost.get("context_bytes", 0)), packet))
             self._shown(str(tr.get("agent_id")), tr.get("retrieved_refs") or [])
 
     def _shown(self, agent: str, refs: list[str]) -> None:
@@ -469,6 +475,12 @@ class _Folder:
                 f.read_back_ok.add((str(r["artifact"]), int(r["version"])))
             else:
                 f.read_back_failed += 1
+
+    def on_handoff_created(self, e: dict[str, Any], t: int) -> None:
+        for h in _inserted(e, "handoffs"):
+            size = len(str(h.get("goal") or "").encode("utf-8"))
+            self.f.handoff_packets.append(size)
+            self.f.handoff_waiting[str(h.get("target_agent"))] = size
 
     def on_handoff_accept(self, e: dict[str, Any], t: int) -> None:
         self.f.accepts.append((t, str(e["actor_id"])))
@@ -749,8 +761,20 @@ def _counts(f: _Fold) -> dict[str, int]:
                                            if r.get("kind") == "pdp_outage"), default=0),
         "entries_deferred_by_pdp_outage": sum(int(r.get("deferred_entries", 0)) for r in f.fault_results.values()
                                               if r.get("kind") == "pdp_outage"),
-        **_artifact_counts(f),
+        **_artifact_counts(f), **_handoff_counts(f),
     }
+
+
+def _handoff_counts(f: _Fold) -> dict[str, int]:
+    """H2's two shares of what a handoff's receiver is shown: ``handoff_packet_bytes``, the representation
+    alone (the handoff's goal text: transcript, summary, structured state or pointers), and
+    ``handoff_projection_bytes``, the rest of the receiver's first view after it (its projection of the
+    shared world, the same whatever the representation): ``handoff_receiver_context_bytes`` minus the packets
+    of the handoffs whose receiver ran."""
+    views = sum(v for v, _ in f.handoff_views)
+    return {"handoffs": len(f.handoff_packets), "handoff_packet_bytes": sum(f.handoff_packets),
+            "handoff_receiver_context_bytes": views,
+            "handoff_projection_bytes": max(0, views - sum(p for _, p in f.handoff_views))}
 
 
 def _artifact_versions_lost(f: _Fold) -> int:
