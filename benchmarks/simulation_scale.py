@@ -1,0 +1,159 @@
+"""Where a large simulation's time goes: each phase timed, the play profiled and its self time split by area.
+
+Run from the repository root (the figures are in ``docs/benchmarks-simulation.md``)::
+
+    .venv/bin/python -m benchmarks.simulation_scale [--agents 1000] [--wakes 400] [--seed 7]
+                                                    [--no-profile] [--json FILE]
+
+The scenario is :func:`simulations.generator.workload` (``--agents`` workers, ``--wakes`` scheduled wakes),
+played by the real driver on a fresh SQLite world with the runtime's own Cerbos PDP (started and stopped
+by the runtime, by its PID). Phases, in wall seconds: **setup** (register, activate and grant every agent;
+create and claim its task), **play** (the timeline; under ``cProfile`` unless ``--no-profile``, which
+costs about 1.3x), **metrics** (one fold of the log) and **report** (``metrics.json``, ``events.jsonl``
+and ``timeseries.csv`` in one pass over the log, ``report.md``/``.html``; no PNGs). The play's
+self time is split by the code it was spent in (:data:`AREAS`: the projection, model validation, the
+PDP client, the store, the run loop, the controller, the simulator's own files ...), so "where the time
+goes" is a measured table, not a guess. The target of issue 15 (1,000 agents and 100k events in under
+10 minutes) is printed against the measured cost per event, extrapolated linearly (the cost per event
+does not grow much within a run: ``benchmarks.simulation_bench`` measures that growth).
+
+This is a benchmark: it never fails on a missed target. ``tests/simulations/test_scale_bench.py`` runs a
+CI-sized variant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from engine.settings import Settings
+from simulations.driver import ScenarioDriver, open_runtime
+from simulations.generator import workload
+from simulations.metrics import compute_metrics
+from simulations.report import write_report
+from simulations.scenario import Scenario
+
+TARGET_EVENTS = 100_000
+TARGET_S = 600.0
+#: (area, path fragments) in order: the first fragment a function's file contains names its area.
+AREAS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("simulator (simulations/)", ("/simulations/",)),
+    ("projection (engine/world/projection, store/reads)", ("engine/world/projection", "engine/projection",
+                                                           "store/reads")),
+    ("model validation (pydantic, engine/models)", ("pydantic", "engine/models/")),
+    ("PDP client (engine/policy, grpc, cerbos)", ("engine/policy/", "grpc", "cerbos")),
+    ("store writes (store/, sqlalchemy, sqlite3)", ("store/", "sqlalchemy", "sqlite3")),
+    ("run loop and worker (engine/runloop, engine/protocol)", ("engine/runloop/", "engine/protocol/")),
+    ("controller (engine/controller, durable_rules)", ("engine/controller/", "durable")),
+    ("world commands (engine/world, engine/commands)", ("engine/world/", "engine/commands/")),
+    ("json", ("json/",)),
+    ("waiting on locks and threads", ("threading", "_thread", "queue")),
+)
+OTHER = "other (stdlib, everything else)"
+
+
+def area_of(filename: str, function: str) -> str:
+    """The area a profiled function belongs to (``~`` builtins are named by the function)."""
+    where = filename if filename != "~" else function
+    for area, fragments in AREAS:
+        if any(f in where for f in fragments):
+            return area
+    return OTHER
+
+
+def split_by_area(stats: pstats.Stats) -> dict[str, float]:
+    """Self (``tottime``) seconds per area, largest first."""
+    totals: dict[str, float] = {}
+    raw: dict[tuple[str, int, str], tuple[Any, ...]] = stats.stats  # type: ignore[attr-defined]
+    for (filename, _, function), (_, _, tottime, _, _) in raw.items():
+        area = area_of(filename, function)
+        totals[area] = totals.get(area, 0.0) + tottime
+    return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
+
+
+def measure(agents: int, wakes: int, seed: int = 7, *, profile: bool = True, settings: Settings | None = None
+            ) -> dict[str, Any]:
+    """Run one generated workload and return its phase times, event count and (with ``profile``) the
+    play's self time by area. Everything it writes is in a temporary folder, removed at the end.
+    ``settings`` may name a running PDP (the tests' shared one); by default the runtime starts its own."""
+    tmp = Path(tempfile.mkdtemp(prefix="pmw-sim-scale-"))
+    scenario = Scenario.model_validate({**workload(agents, wakes, seed=seed), "base_dir": str(tmp)})
+    out: dict[str, Any] = {"agents": agents, "wakes": wakes, "seed": seed}
+    runtime = open_runtime(scenario, tmp / "run", settings=settings)
+    try:
+        driver = ScenarioDriver(scenario, runtime.book, work_dir=tmp / "run" / "work")
+        t0 = time.perf_counter()
+        driver.setup()
+        t1 = time.perf_counter()
+        profiler = cProfile.Profile() if profile else None
+        try:
+            if profiler is not None:
+                profiler.enable()
+            run = driver.play()
+        finally:
+            if profiler is not None:
+                profiler.disable()
+            driver.runner.close()
+        t2 = time.perf_counter()
+        metrics, series = compute_metrics(scenario, runtime.store, run.start_us, run.stop_us)
+        t3 = time.perf_counter()
+        write_report(tmp / "run", scenario, metrics, series, runtime.store, plots=False)
+        t4 = time.perf_counter()
+        out.update(setup_s=t1 - t0, play_s=t2 - t1, metrics_s=t3 - t2, report_s=t4 - t3, events=metrics.events,
+                   runs=metrics.counts["receipts"], checks_hold=all(metrics.checks.values()),
+                   profiled=profile)
+        if profiler is not None:
+            out["play_by_area_s"] = split_by_area(pstats.Stats(profiler))
+    finally:
+        runtime.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    total = out["setup_s"] + out["play_s"] + out["metrics_s"] + out["report_s"]
+    out["total_s"] = total
+    out["per_event_ms"] = 1000 * total / max(1, out["events"])
+    out["target_extrapolated_s"] = out["setup_s"] * 1000 / agents + (total - out["setup_s"]) / max(
+        1, out["events"]) * TARGET_EVENTS
+    return out
+
+
+def report(result: dict[str, Any]) -> str:
+    """The measurement as Markdown tables."""
+    lines = [f"{result['agents']} agents, {result['wakes']} scheduled wakes, seed {result['seed']}: "
+             f"{result['events']} events, {result['runs']} runs (checks hold: {result['checks_hold']})", "",
+             "| phase | wall s | share |", "| --- | --- | --- |"]
+    for phase in ("setup", "play", "metrics", "report"):
+        lines.append(f"| {phase} | {result[phase + '_s']:.1f} | {result[phase + '_s'] / result['total_s']:.0%} |")
+    lines += ["", f"{result['per_event_ms']:.1f} ms per event in all; 1,000 agents and {TARGET_EVENTS:,} events "
+              f"extrapolate to {result['target_extrapolated_s'] / 60:.1f} min (target {TARGET_S / 60:.0f} min"
+              f"{', play under cProfile' if result['profiled'] else ''})."]
+    by_area = result.get("play_by_area_s")
+    if by_area:
+        play = sum(by_area.values())
+        lines += ["", "| where the play's self time goes | s | share |", "| --- | --- | --- |"]
+        lines += [f"| {area} | {s:.1f} | {s / play:.0%} |" for area, s in by_area.items()]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agents", type=int, default=1000)
+    parser.add_argument("--wakes", type=int, default=400)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    result = measure(args.agents, args.wakes, args.seed, profile=not args.no_profile)
+    print(report(result))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
