@@ -9,9 +9,9 @@ which the runtime never hands out. Time and ids come from the injected clock and
 
 from __future__ import annotations
 
-from engine.world.actions import ActionCalls
 from engine.world.artifacts import ArtifactCalls
 from engine.world.channels import ChannelCalls
+from engine.world.checkpoints import CheckpointCalls
 from engine.world.core import Cause, WorldCore
 from engine.world.execute import ExecuteCalls
 from engine.world.handoffs import HandoffCalls
@@ -35,7 +35,7 @@ from engine.world.wakes import WakeCalls
 class World(ExecuteCalls, ChannelCalls, StateCalls, TaskCalls, ArtifactCalls, RetentionCalls, MemoryCalls,
             WakeCalls, HandoffCalls,
             TopologyCalls, RoomCalls, ProjectionCalls, PolicyEpochReads, PermissionCalls,
-            SubscriptionCalls, TokenCalls, ActionCalls, WorldCore):
+            SubscriptionCalls, TokenCalls, CheckpointCalls, WorldCore):
     """One persistent shared world over one store, as agents see it: every call decided by the policy."""
 
 
