@@ -12,7 +12,7 @@ from tests.simulations.conftest import SCENARIOS
 def test_same_file_and_seed_give_identical_metrics_and_event_log(tmp_path: Path, sim_settings: Settings) -> None:
     for run in ("one", "two"):
         simulate_file(SCENARIOS / "flagship.yaml", tmp_path / run, settings=sim_settings, plots=False)
-    for name in ("metrics.json", "events.jsonl", "report.md"):
+    for name in ("metrics.json", "events.jsonl", "timeseries.csv", "report.md"):
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes(), name
     assert len((tmp_path / "one" / "events.jsonl").read_text().splitlines()) > 100
 
