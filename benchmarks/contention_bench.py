@@ -199,7 +199,7 @@ def run(url: str, *, procs: int = PROCS, attempts: int = ATTEMPTS, keys: int = K
         # a fork server imports the engine once and forks each writer from it (8 spawned interpreters would
         # import it 8 times; a plain fork would copy this process's connections and threads)
         ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["benchmarks.contention_bench", "engine.world.book", "engine.policy.enforcement"])
+        ctx.set_forkserver_preload(["engine.world.book", "engine.policy.enforcement"])
         start, out = ctx.Barrier(procs + 1, timeout=600), ctx.Queue()  # every process connected: then go
         share = [attempts // procs + (1 if i < attempts % procs else 0) for i in range(procs)]
         children = [ctx.Process(target=_hammer, args=(url, i, share[i], keys, start, out), daemon=True)
