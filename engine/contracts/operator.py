@@ -68,7 +68,7 @@ class Connector(Protocol):
 class ActionWorld(Protocol):
     """The World calls the Operator uses (``engine.world.World`` has them)."""
 
-    def contracts(self) -> Any: ...
+    def action_contract(self, actor: str, action: str) -> ActionContract: ...
 
     def begin_action(self, actor: str, action: str, input: dict[str, Any] | None = None, *,
                      idempotency_key: str, approval_id: str | None = None, task_id: str | None = None,
@@ -91,7 +91,7 @@ def run_action(world: ActionWorld, actor: str, action: str, input: dict[str, Any
                                  task_id=task_id, step=step)
     if attempt.status is not AttemptStatus.PENDING:
         return attempt
-    contract: ActionContract = world.contracts().contract(action)
+    contract = world.action_contract(actor, action)
     unknown = attempt.resumed  # an earlier try may have reached the outside
     for n in range(contract.retry.max_attempts):
         if n and sleep is not None and contract.retry.backoff_s:

@@ -44,7 +44,13 @@ def attempt_op_ids(idempotency_key: str) -> tuple[str, str]:
 
 
 class ActionCalls(ApprovalCalls):
-    def contracts(self) -> ContractBook:
+    def action_contract(self, actor: str, action: str) -> ActionContract:
+        """The contract of ``action`` as this world enforces it (``NotFound``: none). Contracts are public
+        data: any agent may read one (``actor`` is checked as an id)."""
+        check_id("actor", actor)
+        return self._contracts().contract(action)
+
+    def _contracts(self) -> ContractBook:
         """The action contracts this world enforces (the repository's ``contracts/``, loaded once)."""
         book: ContractBook | None = getattr(self, "_contract_book", None)
         if book is None:
@@ -61,7 +67,7 @@ class ActionCalls(ApprovalCalls):
         contract), ``InvalidInput`` (input against the schema), ``PolicyDenied``, ``ApprovalInvalid``."""
         req = build(BeginAction, action=action, input=input or {}, idempotency_key=idempotency_key,
                     approval_id=approval_id, task_id=task_id, step=step)
-        contract = self.contracts().contract(req.action)
+        contract = self._contracts().contract(req.action)
         _check_against(contract.input_schema, _input_of(req), "input")
         if (known := self.action_status(actor, req.idempotency_key)).status is not AttemptStatus.UNKNOWN:
             return self._same_attempt(known, req)
@@ -104,7 +110,7 @@ class ActionCalls(ApprovalCalls):
             if known.status.value == req.status and (req.status == "failed" or known.output == given):
                 return known
             raise ActionSettled(req.idempotency_key, known.status.value)
-        contract = self.contracts().contract(known.action)
+        contract = self._contracts().contract(known.action)
         if req.status == "done":
             _check_against(contract.output_schema, given, "output")
         _, settle_op = attempt_op_ids(req.idempotency_key)
@@ -144,7 +150,7 @@ class ActionCalls(ApprovalCalls):
         contract's ``inverse_input`` with ``$input.<f>`` / ``$output.<f>`` taken from the record. Anything
         else (not done, another compensation kind) is ``InvalidInput`` naming the kind recorded."""
         attempt = self.action_status(actor, idempotency_key)
-        contract = self.contracts().contract(attempt.action)
+        contract = self._contracts().contract(attempt.action)
         if attempt.status is not AttemptStatus.DONE or contract.compensation.inverse is None:
             raise InvalidInput("idempotency_key", f"{attempt.action} is {attempt.status.value} with compensation "
                                                   f"{attempt.compensation.value}: no rollback to run")

@@ -115,11 +115,11 @@ class CheckpointCalls(ActionCalls):
         """The checkpoint of a task, for its owner, its assignee or a live governor."""
         task = self._get(Task, "tasks", "task", check_id("task_id", task_id), check_id("actor", actor),
                          task_id=task_id)
-        if actor not in (task.owner_agent, task.assignee) and not self._is_governor(actor):
+        if actor not in (task.owner_agent, task.assignee) and not self._live_governor(actor):
             raise NotPermitted(actor, "read checkpoint", "task", task_id, "not its owner, assignee or a governor")
         return self._checkpoint(task, None)
 
-    def _is_governor(self, actor: str) -> bool:
+    def _live_governor(self, actor: str) -> bool:
         row = self._store.read.get("agents", agent_id=actor)
         return row is not None and self._policy.decide(actor, [Check("agent", actor, "grant", row)])[0].allowed(
             "grant")

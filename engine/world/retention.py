@@ -53,7 +53,7 @@ class SweepReport(Model):
 
 
 class RetentionCalls(MemoryCalls):
-    def retention_rules(self) -> RetentionRules:
+    def _retention(self) -> RetentionRules:
         """The retention rules this world applies (the repository's ``contracts/retention.yaml``, read once)."""
         rules: RetentionRules | None = getattr(self, "_retention_rules", None)
         if rules is None:
@@ -82,7 +82,7 @@ class RetentionCalls(MemoryCalls):
 
     def _due(self, now: int) -> list[tuple[str, dict[str, Any], str, int]]:
         """(kind, row, rule, when due) of every object past its time, oldest due first."""
-        rules = self.retention_rules()
+        rules = self._retention()
         due: list[tuple[str, dict[str, Any], str, int]] = []
         for row in self._store.read.rows("memory", {"status": _LIVE_MEMORY}, limit=MAX_SCAN):
             at = rules.memory_expiry_us(row["epistemic_type"], row["created_at_us"], row["expires_at_us"])
