@@ -86,6 +86,11 @@ def _controller_leases(conn: Connection) -> None:
     TABLES["controller_leases"].create(conn, checkfirst=True)
 
 
+def _controller_fact_order(conn: Connection) -> None:
+    if "ordinal" not in {c["name"] for c in inspect(conn).get_columns("controller_facts")}:
+        conn.execute(text("ALTER TABLE controller_facts ADD COLUMN ordinal BIGINT NOT NULL DEFAULT 0"))
+
+
 def _room_events_index(conn: Connection) -> None:
     conn.execute(text(f"DROP INDEX IF EXISTS {SUBJECT_INDEX_BEFORE_8}"))
     ROOM_EVENTS_INDEX.create(conn, checkfirst=True)
@@ -106,6 +111,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               _room_events_index),
     Migration(9, "controller leases: one controller leader per world, its generation the fencing token",
               _controller_leases),
+    Migration(10, "controller facts: the engine's assertion order (a rebuild fires as the follower did)",
+              _controller_fact_order),
 )
 
 

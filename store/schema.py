@@ -437,6 +437,9 @@ controller_facts = Table(
     Column("active", Boolean, nullable=False),
     Column("updated_at_us", BigInteger, nullable=False),
     Column("version", BigInteger, nullable=False),
+    # migration 10: the order the controller's engine last asserted the fact in (step position * 8192 + its
+    # index in the step); a rebuild loads facts in this order, so it fires as the follower did (0: before 10)
+    Column("ordinal", BigInteger, nullable=False, server_default=text("0")),
     Index("ix_controller_facts_active", "world_id", "active"),
     sqlite_with_rowid=False,
 )

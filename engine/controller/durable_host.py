@@ -83,7 +83,10 @@ class RuleSet:
 
 @dataclass(frozen=True)
 class FactChanges:
-    """The net change a call made to a world's stored facts (transient facts excluded)."""
+    """The net change a call made to a world's stored facts (transient facts excluded). ``upserted`` is in
+    the engine's assertion order, last asserted last: durable_rules fires simultaneous activations in the
+    order their facts were asserted, so a host rebuilt from stored facts decides as the one that followed
+    the log only when it loads them in that order (the follower stores each fact's ordinal with its step)."""
 
     upserted: tuple[Fact, ...] = ()
     retracted: tuple[str, ...] = ()
@@ -342,6 +345,7 @@ class DurableHost:
         other = memory.hashes.get(h)
         if other is not None and (other != fid or fid == _state_id(world)):
             raise FactIdCollision(world, fid, other)
+        memory.facts.pop(fid, None)  # the mirror keeps the engine's assertion order: a re-asserted fact goes last
         memory.facts[fid] = fact
         memory.hashes[h] = fid
         until = fact.get("until")
@@ -463,17 +467,23 @@ def _state_id(world: str) -> str:
 
 
 def _net_changes(call: _Call) -> FactChanges:
+    """The call's net change to the stored facts. ``upserted`` is in the order the engine last asserted them
+    (the order its activations follow: a rebuild must load the facts in it, see ``FactChanges``), and holds
+    every fact the call re-asserted, even one that ends equal to what it was (it moved in that order)."""
     initial: dict[str, Fact | None] = {}
-    for fid, before in call.journal:
+    last: dict[str, int] = {}
+    for n, (fid, before) in enumerate(call.journal):
         initial.setdefault(fid, before)
+        last[fid] = n
     upserted: list[Fact] = []
     retracted: list[str] = []
-    for fid, before in initial.items():
-        after = call.memory.facts.get(fid)
-        if after == before or (after or before or {}).get("kind") in TRANSIENT_KINDS:
+    for fid in sorted(initial, key=last.__getitem__):
+        before, after = initial[fid], call.memory.facts.get(fid)
+        if (after or before or {}).get("kind") in TRANSIENT_KINDS:
             continue
         if after is None:
-            retracted.append(fid)
+            if before is not None:
+                retracted.append(fid)
         else:
             upserted.append(dict(after))
     return FactChanges(tuple(upserted), tuple(retracted))

@@ -64,7 +64,7 @@ from engine.models.topology import EdgeType
 from engine.runloop.world_facts import fact_changes
 from engine.world import CONTROLLER_AGENT, Cause
 from engine.world.book import RuntimeBook
-from engine.world.controller_steps import ControllerStep, StepFact, StepWake
+from engine.world.controller_steps import FACT_ORDINAL_SPAN, ControllerStep, StepFact, StepWake
 from engine.world.topology import EdgeChange
 
 CONTROLLER_CAPABILITIES = ("room.open", "state.write", "topology.write")
@@ -267,7 +267,8 @@ class ControllerLoop:
             records.append(record)
         step = ControllerStep(
             world_id=self.world_id, position=seq, expected_version=self._version,
-            upserts=[StepFact(fact_id=f["id"], kind=f["kind"], fact=f) for f in upserted],
+            upserts=[StepFact(fact_id=f["id"], kind=f["kind"], fact=f, ordinal=seq * FACT_ORDINAL_SPAN + n)
+                     for n, f in enumerate(upserted)],  # in the engine's assertion order: a rebuild loads it
             retracts=list(retracted), wakes=wakes, decisions=records,
             generation=self.leadership.fencing_token if self.leadership is not None else None)
         result = self.book.commit_controller_step(self.actor, step, cause=cause)

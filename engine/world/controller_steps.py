@@ -52,10 +52,17 @@ class StepWake(Model):
     deferred: dict[str, JsonValue] | None = None
 
 
+#: a step's facts are ordered ``position * FACT_ORDINAL_SPAN + index`` (MAX_STEP_FACTS fit in a span)
+FACT_ORDINAL_SPAN = 8192
+
+
 class StepFact(Model):
     fact_id: str = Field(min_length=1, max_length=300)
     kind: str = Field(min_length=1, max_length=50)
     fact: dict[str, JsonValue]
+    #: where the controller's engine last asserted the fact (see FACT_ORDINAL_SPAN): the stored facts are
+    #: loaded in this order on a rebuild, so the rebuilt engine fires simultaneous activations as it did
+    ordinal: int = Field(default=0, ge=0, le=2**62)
 
 
 class ControllerStep(Model):
@@ -146,7 +153,8 @@ class ControllerStepCalls(WorldCore):
         upserted = {f.fact_id for f in req.upserts}
         for fact in req.upserts:
             row = self._store.read.get("controller_facts", world_id=req.world_id, fact_id=fact.fact_id)
-            values = {"kind": fact.kind, "fact": fact.fact, "active": True, "updated_at_us": now}
+            values = {"kind": fact.kind, "fact": fact.fact, "active": True, "updated_at_us": now,
+                      "ordinal": fact.ordinal}
             changes.append(Insert("controller_facts", {"world_id": req.world_id, "fact_id": fact.fact_id,
                                                        **values, "version": 1}, "controller_fact", fact.fact_id)
                            if row is None else Update("controller_facts",
@@ -168,10 +176,12 @@ class ControllerStepCalls(WorldCore):
         return ControllerPosition.model_validate(row) if row else None
 
     def controller_facts(self, world_id: str) -> list[dict[str, Any]]:
-        """The controller's stored (active) facts, as committed with its steps."""
+        """The controller's stored (active) facts, as committed with its steps, in the order its engine last
+        asserted them (``ordinal``, then ``fact_id``): the order a rebuild must load them in."""
         rows = self._store.read.rows("controller_facts", {"world_id": check_id("world_id", world_id), "active": True},
-                                    order_by=("fact_id",))
+                                    order_by=("ordinal", "fact_id"))
         return [dict(r["fact"]) for r in rows]
 
 
-__all__ = ["ControllerPosition", "ControllerStep", "ControllerStepCalls", "StepFact", "StepResult", "StepWake"]
+__all__ = ["FACT_ORDINAL_SPAN", "ControllerPosition", "ControllerStep", "ControllerStepCalls", "StepFact", "StepResult",
+           "StepWake"]
