@@ -26,6 +26,15 @@ the next due wake (``UPDATE wakes ... WHERE wake_id = (SELECT ... LIMIT 1 [FOR U
 the engine decides the claim on the returned row inside the same transaction, and the event is appended as
 above (a denial rolls the lease back).
 
+Fences (:mod:`store.fences`, issue 13): a thread that writes under a lease (the controller leader, a worker
+holding a wake's claim) has every :func:`commit` and :func:`commit_many` check that lease first, in the same
+transaction; a lost lease is ``NotLeader`` / ``WakeLeaseLost`` and nothing is written. The controller's lease
+itself is taken, renewed and released by one conditional statement each (:func:`take_lease`,
+:func:`renew_lease`, :func:`release_lease`); it is coordination, not world state, and appends no event.
+
+On PostgreSQL the log lock (:data:`LOG_LOCK_SQL`) is keyed by the world (advisory locks are per database, and
+its second key is the world's schema): two worlds' writers never wait on each other.
+
 The statements run on the driver's cursor with SQL text built once per (dialect, table, columns): a
 commit costs two or three round trips to SQLite/PostgreSQL and no SQL compilation.
 """
