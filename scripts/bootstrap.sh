@@ -37,6 +37,22 @@ if [ ! -x "$here/node_modules/@cerbos/cerbos-linux-x64/cerbos-linux-x64" ] ||
   fi
 fi
 
+# The console's browser tests drive Debian's Chromium (Playwright with executable_path=/usr/bin/chromium; never a
+# downloaded browser). Under CI a failed install fails the run; elsewhere it only warns how to install it.
+if [ ! -x /usr/bin/chromium ] || ! command -v chromedriver >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ] &&
+     { apt-get install -y -q chromium chromium-driver ||
+       { apt-get update -q && apt-get install -y -q chromium chromium-driver; }; } >/dev/null; then
+    :
+  elif [ "${CI:-}" = "true" ]; then
+    echo "error: CI needs Debian's chromium and chromium-driver (apt-get install -y chromium chromium-driver)" >&2
+    exit 1
+  else
+    echo "warning: chromium not installed; the console's browser tests need it" \
+         "(as root: apt-get install -y chromium chromium-driver)" >&2
+  fi
+fi
+
 # Debian keeps the PostgreSQL server binaries outside PATH; the tests look for initdb/pg_ctl/postgres.
 if ! command -v initdb >/dev/null 2>&1; then
   for d in /usr/lib/postgresql/*/bin; do

@@ -24,7 +24,8 @@ EventReader = Callable[[int, int], list[Event]]  # (after_seq, limit) -> events 
 
 @dataclass
 class TopologyVersion:
-    """The collaboration topology as it was once version ``version`` was committed (and until the next)."""
+    """The collaboration topology as version ``version`` was committed, with the rooms and their members as
+    they were at that moment."""
 
     version: int
     created_by: str
@@ -74,16 +75,12 @@ class LogFold:
                 self._edges.setdefault(key, {}).update({**change.key, **values})
             elif change.table == "topology_versions":
                 new_version = {**change.key, **values}
-        if new_version is not None:
+        if new_version is not None:  # the version as committed: its edges, and the rooms as they were then
             self.versions.append(TopologyVersion(
                 int(new_version.get("version", len(self.versions) + 1)), str(new_version.get("created_by", "")),
                 str(new_version.get("reason", "")), int(new_version.get("created_at_us", event.created_at_us)),
-                {}, {}))
-        if self.versions:  # the newest version shows the rooms as they are until the next one
-            latest = self.versions[-1]
-            latest.edges = {k: dict(v) for k, v in self._edges.items()}
-            latest.rooms = {k: dict(v) for k, v in self.rooms.items()}
-            latest.members = {k: {a: dict(r) for a, r in v.items()} for k, v in self.members.items()}
+                {k: dict(v) for k, v in self._edges.items()}, {k: dict(v) for k, v in self.rooms.items()},
+                {k: {a: dict(r) for a, r in v.items()} for k, v in self.members.items()}))
 
     def pending_approvals(self) -> list[dict[str, Any]]:
         """The approvals still pending, oldest first."""
