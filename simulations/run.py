@@ -19,7 +19,7 @@ validated before the first run (``ScenarioError``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from engine.settings import Settings
@@ -29,6 +29,7 @@ from simulations.errors import ScenarioError
 from simulations.figure_names import figure_names, is_figure
 from simulations.grid import Axis, Variant, format_value, grid, parse_axes, parse_seeds
 from simulations.metrics import compute_metrics
+from simulations.plugins import AdapterSource
 from simulations.report import write_report
 from simulations.results import CompareResult, Replicate, Result, SweepResult, VariantSummary
 from simulations.scenario import Scenario, load_scenario
@@ -42,10 +43,12 @@ SeedSpec = str | int | Sequence[int] | None
 
 def run_scenario_file(scenario: Scenario, out: PathLike, *, db_url: str | None = None,
                       settings: Settings | None = None, progress: Progress | None = None,
-                      plots: bool = True) -> Result:
-    """Run a loaded scenario into ``out`` (metrics.json, events.jsonl, report.md/.html, PNGs)."""
+                      plots: bool = True, behaviours: Mapping[str, AdapterSource] | None = None) -> Result:
+    """Run a loaded scenario into ``out`` (metrics.json, events.jsonl, report.md/.html, PNGs). ``behaviours``
+    gives agents (by id) a behaviour of one's own from Python (:mod:`simulations.plugins`)."""
     folder = Path(out)
-    run, runtime = simulate(scenario, folder, db_url=db_url, settings=settings, progress=progress)
+    run, runtime = simulate(scenario, folder, db_url=db_url, settings=settings, progress=progress,
+                            behaviours=behaviours)
     try:
         metrics, series = compute_metrics(scenario, runtime.store, run.start_us, run.stop_us)
         expectations = write_report(folder, scenario, metrics, series, runtime.store, plots=plots)
@@ -55,10 +58,12 @@ def run_scenario_file(scenario: Scenario, out: PathLike, *, db_url: str | None =
 
 
 def simulate_file(path: PathLike, out: PathLike, *, db_url: str | None = None, seed: int | None = None,
-                  settings: Settings | None = None, progress: Progress | None = None, plots: bool = True) -> Result:
+                  settings: Settings | None = None, progress: Progress | None = None, plots: bool = True,
+                  behaviours: Mapping[str, AdapterSource] | None = None) -> Result:
     """Load ``path`` (``ScenarioError`` before anything is written), then run it into ``out``."""
     scenario = load_scenario(path, {"seed": seed} if seed is not None else None)
-    return run_scenario_file(scenario, out, db_url=db_url, settings=settings, progress=progress, plots=plots)
+    return run_scenario_file(scenario, out, db_url=db_url, settings=settings, progress=progress, plots=plots,
+                             behaviours=behaviours)
 
 
 def parse_sweep(spec: str) -> tuple[str, list[object]]:

@@ -60,7 +60,7 @@ def simulate(
             raise InvalidInput("--study", "a study brings its own family and sweep (no --sweep or --compare)")
         if sweep_specs and other is not None:
             raise InvalidInput("--compare", "--sweep and --compare do not combine; a study compares a family")
-        _validate(file, other, study, sweep_specs, seeds, ci)
+        _validate(file, other, study, sweep_specs, seeds, ci, shown)
     name = study.name if study is not None else file.stem if file is not None else "run"
     folder = out if out != Path() else Path("sim-out") / name
     with invocation(ctx) as run, typer.progressbar(length=1000, label=f"simulating {name}", file=None) as bar:
@@ -80,10 +80,17 @@ def simulate(
 
 
 def _validate(file: Path | None, other: Path | None, study: Path | None, sweep_specs: list[str] | None,
-              seeds: str | None, ci: bool) -> None:
-    """Fail on a bad file, sweep or seeds before any output."""
+              seeds: str | None, ci: bool, shown: list[str] | None) -> None:
+    """Fail on a bad file, sweep, seeds or metric name before any output."""
+    from simulations.errors import ScenarioError
+    from simulations.figure_names import figure_names, is_figure
     from simulations.grid import parse_axes, parse_seeds
     from simulations.scenario import load_scenario
+
+    for name in shown or ():
+        if not is_figure(name):
+            raise ScenarioError("--metrics", 0, "metrics", f"unknown figure {name!r}; figures: "
+                                f"{', '.join(sorted(figure_names()))}")
 
     if study is not None:
         from simulations.study import load_study

@@ -1,0 +1,78 @@
+"""The shipped studies (seed 001 H2-H4; H1 through the CLI in test_simulate_cli.py) run in their CI-sized
+variant and their reports state the measured answer; a bad study file fails at load with file:line."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.settings import Settings
+from simulations.errors import ScenarioError
+from simulations.study import StudyResult, load_study, run_study
+
+STUDIES = Path(__file__).resolve().parents[2] / "simulations" / "studies"
+
+
+def run_ci(name: str, tmp_path: Path, settings: Settings) -> StudyResult:
+    result = run_study(str(STUDIES / name), tmp_path / name, ci=True, settings=settings)
+    page = (tmp_path / name / "study.html").read_text()
+    answers = json.loads((tmp_path / name / "answer.json").read_text())["answers"]
+    assert [a["verdict"] for a in answers] == [j.verdict for j in result.judgements]
+    for j in result.judgements:
+        assert f"Answer ({j.verdict}): " in (tmp_path / name / "study.md").read_text()
+        assert html.escape(j.text) in page
+    assert (tmp_path / name / "study.png").stat().st_size > 5000
+    return result
+
+
+def test_h2_pointer_handoff_costs_less_and_the_gap_grows_with_history(tmp_path: Path, sim_settings: Settings) -> None:
+    result = run_ci("h2", tmp_path, sim_settings)
+    cost, grows, quality = result.judgements
+    assert (cost.verdict, grows.verdict, quality.verdict) == ("supported", "supported", "supported")
+    gap = {h: result.batch.variant(f"representation=transcript,history={h}").mean("context_cost_bytes")
+           - (result.batch.variant(f"representation=pointers,history={h}").mean("context_cost_bytes") or 0)
+           for h in (2, 10)}
+    assert 0 < gap[2] < gap[10]  # what the verdict rests on, read from the runs
+    assert "projection" in (tmp_path / "h2" / "study.md").read_text()  # the report says why it is small
+
+
+def test_h3_event_driven_costs_less_at_equal_quality_with_intervals(tmp_path: Path, sim_settings: Settings) -> None:
+    result = run_ci("h3", tmp_path, sim_settings)
+    assert [j.verdict for j in result.judgements] == ["supported", "supported", "supported"]
+    polling = result.batch.variant("polling").summaries["context_cost_bytes"]
+    assert polling.n == 2 and polling.ci_low is not None and polling.ci_low < polling.mean < polling.ci_high  # type: ignore[operator]
+    assert "[" in result.judgements[0].text  # the interval is stated
+
+
+def test_h4_quality_tracks_fidelity_more_than_the_text_shown(tmp_path: Path, sim_settings: Settings) -> None:
+    result = run_ci("h4", tmp_path, sim_settings)
+    correlation, pointers = result.judgements
+    assert correlation.verdict in ("supported", "not separated")
+    assert "r(task_quality, continuation_fidelity) = +1.000" in correlation.text
+    assert pointers.verdict == "supported"
+
+
+def test_a_study_naming_an_unknown_figure_fails_at_load_with_its_line(tmp_path: Path) -> None:
+    folder = tmp_path / "s"
+    folder.mkdir()
+    (folder / "a.yaml").write_text((STUDIES / "h3" / "event_driven.yaml").read_text())
+    (folder / "study.yaml").write_text("name: s\nhypothesis: h\nfamily:\n  - {label: a, file: a.yaml}\nclaims:\n"
+                                       "  - {kind: at_least, metric: task_qualty, value: 1}\n")
+    with pytest.raises(ScenarioError) as caught:
+        load_study(folder)
+    assert str(caught.value).startswith(f"{folder / 'study.yaml'}:6: claims.0.metric: unknown figure 'task_qualty'")
+
+
+def test_a_study_axis_value_that_breaks_a_member_fails_at_load(tmp_path: Path) -> None:
+    folder = tmp_path / "s"
+    folder.mkdir()
+    (folder / "a.yaml").write_text((STUDIES / "h3" / "event_driven.yaml").read_text())
+    (folder / "study.yaml").write_text("name: s\nhypothesis: h\nfamily:\n  - {label: a, file: a.yaml}\n"
+                                       "sweep:\n  - {name: steps, key: world.tasks.0.steps, values: [3, 0]}\n"
+                                       "claims:\n  - {kind: at_least, metric: task_quality, value: 1}\n")
+    with pytest.raises(ScenarioError) as caught:
+        load_study(folder)
+    assert "world.tasks.0.steps" in str(caught.value)
