@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.commands.actions import BeginAction, SettleAction
 from engine.contracts import AttemptStatus, compensate, evidence_completeness, run_action
 from engine.contracts.operator import undo_key
 from engine.errors import ActionSettled, ApprovalInvalid, InvalidInput, NotFound, NotPermitted, PolicyDenied
@@ -148,3 +149,23 @@ def test_no_rollback_for_other_compensation_kinds(aworld: World) -> None:
     run_action(aworld, "ann", "label_thread", {"thread": "t1", "label": "done"}, "k-label", mailbox)
     with pytest.raises(InvalidInput):
         compensate(aworld, "ann", "k-label", mailbox)
+
+
+def test_an_action_is_a_command_agents_can_name(aworld: World) -> None:
+    begun = aworld.execute("ann", BeginAction(action="label_thread", input={"thread": "t9", "label": "x"},
+                                              idempotency_key="k-exec"))
+    settled = aworld.execute("ann", SettleAction(idempotency_key="k-exec", status="done"))
+    assert (begun.status, settled.status) == (AttemptStatus.PENDING, AttemptStatus.DONE)
+
+
+def test_retries_never_duplicate_on_postgresql(tmp_path: Path, pg_url: str, pdp_client: CerbosPdp) -> None:
+    world = open_pdp_world(pg_url, pdp_client, tmp_path / "artifacts")
+    try:
+        add_agent(world, "ann", ["tool:send_message"])
+        mailbox = FlakyMailbox(seed=5)
+        for trial in range(20):
+            run_action(world, "ann", "send_message", MESSAGE, f"pg-{trial}", mailbox)
+            run_action(world, "ann", "send_message", MESSAGE, f"pg-{trial}", mailbox)
+        assert sum(mailbox.effects.values()) >= 15 and max(mailbox.effects.values()) == 1
+    finally:
+        close_world(world)
