@@ -8,8 +8,8 @@ Run from the repository root (the figures are in ``docs/benchmarks-simulation.md
 The scenario is :func:`simulations.generator.workload` (``--agents`` workers, ``--wakes`` scheduled wakes),
 played by the real driver on a fresh SQLite world with the runtime's own Cerbos PDP (started and stopped
 by the runtime, by its PID). Phases, in wall seconds: **setup** (register, activate and grant every agent;
-create and claim its task), **play** (the timeline; under ``cProfile`` unless ``--no-profile``, which
-costs about 1.3x), **metrics** (one fold of the log) and **report** (``metrics.json``, ``events.jsonl``
+create and claim its task), **play** (the timeline; under ``cProfile`` unless ``--no-profile``: the
+profiler adds its own overhead), **metrics** (one fold of the log) and **report** (``metrics.json``, ``events.jsonl``
 and ``timeseries.csv`` in one pass over the log, ``report.md``/``.html``; no PNGs). The play's
 self time is split by the code it was spent in (:data:`AREAS`: the projection, model validation, the
 PDP client, the store, the run loop, the controller, the simulator's own files ...), so "where the time
@@ -50,7 +50,7 @@ AREAS: tuple[tuple[str, tuple[str, ...]], ...] = (
                                                            "store/reads")),
     ("model validation (pydantic, engine/models)", ("pydantic", "engine/models/")),
     ("PDP client (engine/policy, grpc, cerbos)", ("engine/policy/", "grpc", "cerbos")),
-    ("store writes (store/, sqlalchemy, sqlite3)", ("store/", "sqlalchemy", "sqlite3")),
+    ("store and SQL (store/, sqlalchemy, sqlite3: reads and writes)", ("store/", "sqlalchemy", "sqlite3")),
     ("run loop and worker (engine/runloop, engine/protocol)", ("engine/runloop/", "engine/protocol/")),
     ("controller (engine/controller, durable_rules)", ("engine/controller/", "durable")),
     ("world commands (engine/world, engine/commands)", ("engine/world/", "engine/commands/")),
