@@ -36,8 +36,11 @@ from engine.service.wire import to_wire
 class McpBackend(Protocol):
     """Makes World calls for a token."""
 
-    async def call(self, token: str | None, name: str, arguments: Mapping[str, Any]) -> Any:
-        """``World.<name>(**arguments)`` as the token's agent; the result as JSON values."""
+    async def call(self, token: str | None, name: str, arguments: Mapping[str, Any], *,
+                   proven: TokenPrincipal | None = None) -> Any:
+        """``World.<name>(**arguments)`` as the token's agent; the result as JSON values. ``proven``: who the
+        token was proven to be by this request's transport moments ago (a backend may use it instead of
+        proving the token again; one that cannot ignores it)."""
         ...
 
     async def agent_of(self, token: str | None) -> str:
@@ -57,13 +60,16 @@ class DispatchBackend:
         found = self._dispatch
         return found if isinstance(found, Dispatcher) else found()
 
-    async def call(self, token: str | None, name: str, arguments: Mapping[str, Any]) -> Any:
+    async def call(self, token: str | None, name: str, arguments: Mapping[str, Any], *,
+                   proven: TokenPrincipal | None = None) -> Any:
         dispatch = self.dispatch
 
         def work(principal: TokenPrincipal) -> Any:  # the arguments are parsed only once the token is proven
             return dispatch.world_call(principal, name, world_arguments(name, arguments))
 
         def run() -> Any:
+            if proven is not None:  # proven by this request's bearer check (mcp_http), not proven twice
+                return to_wire(dispatch.run_as(proven, work))
             return to_wire(dispatch.run(token, work))
         return await to_thread.run_sync(run)
 
@@ -83,7 +89,9 @@ class RemoteBackend:
     def _client(self, token: str | None) -> ServerClient:
         return ServerClient(self.server, token, timeout_s=self.timeout_s)
 
-    async def call(self, token: str | None, name: str, arguments: Mapping[str, Any]) -> Any:
+    async def call(self, token: str | None, name: str, arguments: Mapping[str, Any], *,
+                   proven: TokenPrincipal | None = None) -> Any:
+        del proven  # the server proves the token itself
         if name in COMMANDS:
             return await to_thread.run_sync(self._action, token, name, arguments)
         client = self._client(token)

@@ -30,6 +30,7 @@ from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 
 from engine.errors import InvalidInput, NotFound, PMWError
+from engine.models.tokens import TokenPrincipal
 from engine.service.mcp_backend import McpBackend
 from engine.service.mcp_resources import RESOURCE_KINDS, read_resource, resource_templates, resources_of
 from engine.service.mcp_subscriptions import SubscriptionHub
@@ -39,6 +40,10 @@ logger = logging.getLogger(__name__)
 
 #: Where a request's bearer token comes from (None: the request carries none).
 TokenOf = Callable[[ServerRequestContext[Any, Any]], str | None]
+#: Who the request's token was proven to be by the transport, moments ago, for this request only (None: not
+#: proven by the transport; the backend proves it). Used by ``tools/call`` alone: what outlives the request (a
+#: subscription, a listen stream) keeps the token and proves it again each time.
+ProvenOf = Callable[[ServerRequestContext[Any, Any]], TokenPrincipal | None]
 SERVER_NAME = "pmw"
 INSTRUCTIONS = (
     "PMW: a persistent multi-agent world. Every tool is one World call made as your token's agent and decided "
@@ -63,8 +68,9 @@ def _op_id(meta: Any) -> str | None:
 
 
 def build_server(backend: McpBackend, token_of: TokenOf, hub: SubscriptionHub | None = None,
-                 *, version: str = "") -> Server[Any]:
-    """The MCP server over ``backend``; ``hub`` (optional) carries wake notifications to subscribers."""
+                 *, version: str = "", proven_of: ProvenOf | None = None) -> Server[Any]:
+    """The MCP server over ``backend``; ``hub`` (optional) carries wake notifications to subscribers;
+    ``proven_of`` (optional) spares a ``tools/call`` a second proof of the token its transport just proved."""
     hub = hub or SubscriptionHub()
 
     async def list_tools(ctx: ServerRequestContext[Any, Any],
@@ -81,7 +87,8 @@ def build_server(backend: McpBackend, token_of: TokenOf, hub: SubscriptionHub | 
         if op_id is not None and spec.write and "op_id" not in arguments:
             arguments["op_id"] = op_id
         try:
-            wire = await backend.call(token_of(ctx), spec.name, arguments)
+            proven = proven_of(ctx) if proven_of is not None else None
+            wire = await backend.call(token_of(ctx), spec.name, arguments, proven=proven)
             return success_result(spec, wire)
         except PMWError as exc:
             return error_result(exc)

@@ -15,17 +15,21 @@ it). In order, nothing read or written before each step passes:
 5. the World call runs (the PDP decides it; its errors are the problem answered).
 
 Answers are the call's result as JSON (the result model itself, not wrapped); a versioned resource answers
-``ETag: "<version>"``. Errors are ``application/problem+json`` (``engine.service.http_app.problem``), with
-413 for a body over the cap. ``GET /v1/openapi.json`` serves the OpenAPI 3.1 document
-(``engine.service.rest_openapi``), with no token.
+``ETag: "<version>"``; the answer is encoded on the worker thread that made the call (orjson), so the event
+loop only sends bytes, and a read proves its token and makes its call in one trip to that thread (a command
+makes two: its token is proven before its body is read). Errors are ``application/problem+json``
+(``engine.service.http_app.problem``), with 413 for a body over the cap. ``GET /v1/openapi.json`` serves the
+OpenAPI 3.1 document (``engine.service.rest_openapi``), with no token.
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
+import orjson
 from anyio import to_thread
 from fastapi import FastAPI, Header, Path, Request
 from fastapi.responses import JSONResponse, Response
@@ -101,10 +105,32 @@ def read_arguments(route: Route, path: Mapping[str, str], query: Mapping[str, An
     return arguments
 
 
+def json_bytes(wire: Any) -> bytes:
+    """JSON values as compact UTF-8 JSON (orjson; the standard encoder for what orjson refuses: an integer
+    beyond 64 bits)."""
+    try:
+        return orjson.dumps(wire)
+    except TypeError:
+        return json.dumps(wire, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
+class Encoded:
+    """A call's result as its answer's bytes and ``ETag`` (made on the worker thread, sent by the loop)."""
+
+    __slots__ = ("body", "etag")
+
+    def __init__(self, value: Any) -> None:
+        self.etag = etag_of(value)
+        self.body = json_bytes(to_wire(value))
+
+    def response(self) -> Response:
+        return Response(self.body, media_type="application/json",
+                        headers={"ETag": self.etag} if self.etag is not None else None)
+
+
 def answer(value: Any) -> Response:
     """A call's result as JSON, with ``ETag`` for a versioned resource."""
-    tag = etag_of(value)
-    return JSONResponse(to_wire(value), headers={"ETag": tag} if tag is not None else None)
+    return Encoded(value).response()
 
 
 def endpoint(route: Route, service: Service, params: tuple[QueryParam, ...]) -> Any:
@@ -116,27 +142,28 @@ def endpoint(route: Route, service: Service, params: tuple[QueryParam, ...]) -> 
     async def serve(request: Request, **values: Any) -> Response:
         token = bearer(request)
         path = {name: str(values[name]) for name in path_names}
-        try:  # a declared oversize body first (nothing read), then the token, then the body
-            refuse_declared_size(request)
-            principal = await to_thread.run_sync(service.dispatch.principal, token)
-            raw = await body_of(request) if route.is_command else b""
-        except PMWError as exc:
-            return rest_problem(exc)
+        dispatch = service.dispatch
         headers = {name: request.headers.get(name) for name in headers_taken}
         query = {p.name: values.get(p.name) for p in params}
         given = set(request.query_params)
-        dispatch = service.dispatch
+        raw = b""
 
-        def work(principal: TokenPrincipal) -> Any:
+        def work(principal: TokenPrincipal) -> Encoded:
             own_check(route, principal, path)
             arguments = (command_arguments(route, path, raw, headers) if route.is_command
                          else read_arguments(route, path, query, given))
-            return dispatch.world_call(principal, route.call, arguments)
-        try:
-            value = await to_thread.run_sync(lambda: dispatch.run_as(principal, work))
+            return Encoded(dispatch.world_call(principal, route.call, arguments))
+        try:  # a declared oversize body first (nothing read), then the token, then the body
+            refuse_declared_size(request)
+            if not route.is_command:  # no body: the token proven and the call made in one trip to the thread
+                encoded = await to_thread.run_sync(lambda: dispatch.run(token, work))
+                return encoded.response()
+            principal = await to_thread.run_sync(dispatch.principal, token)
+            raw = await body_of(request)
+            encoded = await to_thread.run_sync(lambda: dispatch.run_as(principal, work))
         except PMWError as exc:
             return rest_problem(exc)
-        return answer(value)
+        return encoded.response()
 
     declared = [inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request)]
     declared += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[str, Path()])

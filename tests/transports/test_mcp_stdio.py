@@ -20,7 +20,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from engine.service.mcp_tools import TOOLS
-from tests.service.support import GOVERNOR, REPO, Served, overridden
+from tests.cli_support import REPO
+from tests.service.support import GOVERNOR, Served, overridden
 
 T = TypeVar("T")
 TIMEOUT_S = 120.0
@@ -80,8 +81,8 @@ def test_remote_stdio_serves_the_tools_through_the_server(served: Served) -> Non
     async def more(client: Client) -> tuple[Any, Any, Any, Any, Any]:
         made = await client.call_tool("register_artifact", {"artifact_type": "note", "content": "über"})
         read = await client.call_tool("read_artifact", {"artifact_id": made.structured_content["artifact_id"]})
-        first = await client.call_tool("create_task", {"goal": "once"}, meta={"pmw/op_id": "stdio-op"})
-        again = await client.call_tool("create_task", {"goal": "once"}, meta={"pmw/op_id": "stdio-op"})
+        first = await client.call_tool("create_task", {"goal": "once"}, meta={"pmw/op_id": "stdio-op"})  # type: ignore[arg-type]
+        again = await client.call_tool("create_task", {"goal": "once"}, meta={"pmw/op_id": "stdio-op"})  # type: ignore[arg-type]
         as_other = await client.call_tool("compare_and_set_state",
                                           {"key": "x", "expected_version": 0, "value": 1, "actor": GOVERNOR})
         return made, read, first, again, as_other
