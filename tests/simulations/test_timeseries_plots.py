@@ -47,16 +47,22 @@ timeline:
   - {at: 1, kind: wake, target: ada, task: t1, every_s: 30, count: 7}
   - {at: 10, kind: wake, target: rita, cause: look, every_s: 40, count: 5}
   - {at: 31, kind: pdp_outage, duration_s: 20}
-  - {at: 150, kind: policy_change, policy_dir: policies, overlay: policy_overlays/regression_suite}
+  - {at: 150, kind: policy_change, policy_dir: policies, overlay: OVERLAY}
 """
+# A policy set governance refuses (it does not compile): the change is marked with its result, and the
+# run does not wait on a PDP reload (which a loaded 2-core machine can time out).
+BROKEN = "apiVersion: api.cerbos.dev/v1\nresourcePolicy: {resource: [unclosed\n"
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Series, list[dict[str, Any]]]:
-    """The scenario above (a crash, a 20 s outage, a policy change) on the runtime's own PDP: its output
-    folder (no PNGs), its series and its log."""
+    """The scenario above (a crash, a 20 s outage, a refused policy change) on the runtime's own PDP: its
+    output folder (no PNGs), its series and its log."""
     out = tmp_path_factory.mktemp("faults")
-    scenario = parse_scenario(FAULTS, base_dir=SCENARIOS)
+    overlay = tmp_path_factory.mktemp("overlay")
+    (overlay / "resources").mkdir()
+    (overlay / "resources" / "broken.yaml").write_text(BROKEN, encoding="utf-8")
+    scenario = parse_scenario(FAULTS.replace("OVERLAY", str(overlay)), base_dir=SCENARIOS)
     sim, runtime = simulate(scenario, out, settings=load_settings(pdp_timeout_s=1.0))
     try:
         metrics, series = compute_metrics(scenario, runtime.store, sim.start_us, sim.stop_us)
@@ -86,7 +92,7 @@ def test_timeseries_has_one_row_per_event_of_the_log(run: tuple[Path, Series, li
     faults = frame[frame["kind"] == "sim.fault"]
     assert list(faults["fault"]) == ["worker_crash", "pdp_outage", "policy_change"]
     results = frame[frame["kind"] == "sim.fault_result"].set_index("fault")["outcome"]
-    assert (results["pdp_outage"], results["policy_change"]) == ("restored", "activated")
+    assert (results["pdp_outage"], results["policy_change"]) == ("restored", "rejected")
     assert frame["outcome"].isna().sum() > 0  # what does not apply is missing, not ""
 
 
@@ -103,7 +109,7 @@ def test_the_series_carries_each_fault_with_the_outage_as_a_span(run: tuple[Path
                                                                  ) -> None:
     _, series, events = run
     assert [(m.kind, m.result) for m in series.faults] == [
-        ("worker_crash", ""), ("pdp_outage", "restored"), ("policy_change", "activated")]
+        ("worker_crash", ""), ("pdp_outage", "restored"), ("policy_change", "rejected")]
     restored = next(e for e in events if e["event_type"] == "sim.fault_result"
                     and e["payload"]["kind"] == "pdp_outage")
     outage = series.faults[1]
