@@ -142,7 +142,7 @@ def measure(url: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     deployment = governance.deploy(repo / "policies", tmp / "deploys")
     pdps = [ManagedPdp(tmp / "deploys" / "current", run_dir=tmp / "run") for _ in range(args.pdps)]
     try:
-        addresses = [p.start() for p in pdps]
+        addresses = [p.start(timeout=120.0) for p in pdps]  # a loaded machine starts slowly
         book, pdp = _open_book(url, addresses)
         try:
             book.store.init(book.clock.now_us())

@@ -21,6 +21,7 @@ import pytest
 from engine.policy.pdp_process import ManagedPdp
 from engine.runtime import Runtime
 from engine.settings import load_settings
+from engine.world import World
 from tests.conftest import REPO
 from tests.multihost.netns import SUBNET, Hosts
 from tests.pg_cluster import binaries_available
@@ -183,6 +184,6 @@ def test_a_cut_worker_host_loses_its_wake_to_the_other_host_and_nothing_runs_twi
         assert takeover_s < LEASE_S + 10.0
 
 
-def _receipts(world: object, wake_id: str) -> int:
-    return sum(1 for a in AGENTS for r in world.list_receipts(agent_id=a, limit=1000, actor="gov")  # type: ignore[attr-defined]
+def _receipts(world: World, wake_id: str) -> int:
+    return sum(1 for a in AGENTS for r in world.list_receipts(agent_id=a, limit=1000, actor="gov")
                if r.wake_id == wake_id)
