@@ -24,7 +24,11 @@ from engine.sources import ManualClock, SeededIds
 from engine.world import World
 from engine.world.book import RuntimeBook, open_world
 from store import Store
+from tests import hypothesis_budget
 from tests.pg_cluster import INSTALL_HINT, PgCluster, binaries_available
+
+#: The hypothesis budget of this run (``HYPOTHESIS_PROFILE``: ``ci`` unless ``thorough``; tests/hypothesis_budget.py).
+HYPOTHESIS_PROFILE = hypothesis_budget.load()
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 BACKENDS = ("sqlite-memory", "sqlite-file", "postgres")

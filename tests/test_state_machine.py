@@ -26,6 +26,7 @@ from engine.errors import (
 from engine.policy.enforcement import LocalScopeRules
 from engine.sources import ManualClock, SeededIds
 from engine.world.book import open_world
+from tests.hypothesis_budget import examples
 
 KEYS = st.sampled_from(["k1", "k2", "k3"])
 OPS = st.sampled_from([f"op-{i}" for i in range(6)])
@@ -139,6 +140,8 @@ class GatewayMachine(RuleBasedStateMachine):
         assert self.book.rebuild_state(from_snapshot=False) == self.book.state_image()
 
 
-GatewayMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None,
-                                            suppress_health_check=[HealthCheck.too_slow])
+# CI draws 25 walks of 30 steps (every invariant after every step); HYPOTHESIS_PROFILE=thorough the 60 it drew
+# before the suite was cut to CI's time limit (tests/hypothesis_budget.py)
+GatewayMachine.TestCase.settings = settings(max_examples=examples(ci=25, thorough=60), stateful_step_count=30,
+                                            deadline=None, suppress_health_check=[HealthCheck.too_slow])
 test_gateway_rules = GatewayMachine.TestCase

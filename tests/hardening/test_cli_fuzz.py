@@ -25,6 +25,7 @@ from store import Store
 from tests.cli_support import Pdp, invoke, pdp_fixture
 from tests.hardening.cli_calls import cli_commands
 from tests.hardening.support import seed
+from tests.hypothesis_budget import examples
 
 pdp = pdp_fixture
 ACTOR = "alice"
@@ -148,7 +149,9 @@ def _bad_arg(draw: st.DrawFn, kind: str) -> str:
     return json.dumps({"k": text, text: 1}, ensure_ascii=True)  # \u escapes: NUL and lone surrogates in JSON
 
 
-@settings(max_examples=40, deadline=None, derandomize=True, database=None,
+# the deterministic matrix above gives every (command, parameter) its bad values; the random fuzz draws 15 more
+# per backend in CI, 40 under HYPOTHESIS_PROFILE=thorough (tests/hypothesis_budget.py)
+@settings(max_examples=examples(ci=15, thorough=40), deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                  HealthCheck.data_too_large])
 @given(data=st.data())
