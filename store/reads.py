@@ -28,6 +28,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     func,
+    inspect,
     not_,
     or_,
     select,
@@ -272,10 +273,11 @@ class Reader:
             return int(conn.execute(select(func.count()).select_from(t)).scalar_one())
 
     def counts_and_versions(self) -> dict[str, Any]:
-        """Row count of every table and the sum of versions of every versioned table (for
-        "nothing changed" checks), in one query."""
+        """Row count of every table the database has and the sum of versions of every versioned one (for
+        "nothing changed" checks), in one query (a world at an older schema lacks later tables)."""
         with self._conn() as conn:
-            row = conn.execute(_COUNTS_AND_VERSIONS).mappings().one()
+            present = frozenset(inspect(conn).get_table_names())
+            row = conn.execute(_counts_and_versions(present)).mappings().one()
         return {str(k): int(v) for k, v in row.items()}
 
     def due_wakes(self, now_us: int, limit: int, target_agent: str | None = None, *,
@@ -560,9 +562,12 @@ def _near_clause(kind: str, t: Table, prefix: str, near: Near) -> ColumnElement[
     return or_(*terms) if terms else not_(true())
 
 
-def _counts_and_versions() -> Any:
+@lru_cache(maxsize=16)
+def _counts_and_versions(present: frozenset[str]) -> Any:
     columns = []
     for t in TABLES.values():
+        if t.name not in present:
+            continue
         columns.append(select(func.count()).select_from(t).scalar_subquery().label(t.name))
         if "version" in t.c and t.name != "schema_migrations":
             columns.append(select(func.coalesce(func.sum(t.c.version), 0)).scalar_subquery()
@@ -570,7 +575,6 @@ def _counts_and_versions() -> Any:
     return select(*columns)
 
 
-_COUNTS_AND_VERSIONS = _counts_and_versions()
 
 _ACTIVATION_COLUMNS = ("ordinal", "epoch", "activated_at_us", "activated_by", "source")
 _EPOCH_COLUMNS = ("epoch", "activated_at_us", "activated_by", "source")

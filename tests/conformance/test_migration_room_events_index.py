@@ -89,7 +89,10 @@ def test_a_world_before_8_is_carried_over(backend: str, tmp_path: Path, request:
         indexes = _event_indexes(again)
         assert "ix_events_subject" not in indexes
         assert "(subject_id, seq)" in indexes["ix_events_room"] and "'room'" in indexes["ix_events_room"]
-        assert (_kept_rows(store), store.read.events(), _discussion(again, rooms[1])) == before
+        rows = _kept_rows(store)  # every row kept; tables of later migrations (9: controller_leases) are empty
+        assert {k: v for k, v in rows.items() if k in before[0]} == before[0]
+        assert all(v == 0 for k, v in rows.items() if k not in before[0])
+        assert (store.read.events(), _discussion(again, rooms[1])) == before[1:]
         # the idle check reads each room's last activity: the quiet room (75 s) is closed, the busy one (45 s) not
         assert [r.room_id for r in again.close_stale_rooms("ann")] == [rooms[0]]
         assert "ix_events_room" in migrations.room_events_plan(store.db, rooms[1])
