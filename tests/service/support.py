@@ -18,8 +18,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from click.testing import Result
+
 from engine.client.http import ServerClient
-from tests.cli_support import CLEAN_ENV, REPO, require_cerbos
+from tests.cli_support import CLEAN_ENV, REPO, invoke, require_cerbos
 
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 60.0
@@ -134,10 +136,18 @@ class Served:
             env["PMW_TOKEN"] = token
         return pmw(args, env, cwd=self.root, stdin=stdin)
 
+    def cli_in_process(self, token: str | None, *args: str) -> Result:
+        """The same CLI client call as :meth:`cli`, run in this process (typer's runner: no interpreter start,
+        ~1-2 s less a call) with the same PMW_ environment: for set-up that is not about the client process."""
+        env: dict[str, str | None] = {k: v for k, v in self.env.items() if k.startswith("PMW_")}
+        env.update(PMW_SERVER=self.url, PMW_TOKEN=token)
+        return invoke(None, *args, env=env)
+
     def issue(self, agent_id: str, *extra: str) -> str:
-        """A new token for ``agent_id`` (issued by the governor through the server)."""
-        done = self.cli(self.governor_token, "--json", "tokens", "issue", agent_id, *extra)
-        assert done.returncode == 0, done.stderr
+        """A new token for ``agent_id`` (issued by the governor through the server, by ``pmw tokens issue`` as
+        a client in this process)."""
+        done = self.cli_in_process(self.governor_token, "--json", "tokens", "issue", agent_id, *extra)
+        assert done.exit_code == 0, (done.stdout, done.stderr)
         return str(json.loads(done.stdout)["token"])
 
     def add_agent(self, agent_id: str, capabilities: Sequence[str] = ()) -> str:
