@@ -179,7 +179,7 @@ def plot(batch: SweepResult, path: Path, title: str) -> list[str]:
         fig.legend(handles, names, loc="lower center", ncol=min(4, len(handles)), fontsize=7,
                    bbox_to_anchor=(0.5, -0.02 - 0.03 * (len(handles) // 4)))
     more = f" (first {MAX_PANELS} of {len(batch.shown)} figures)" if len(batch.shown) > MAX_PANELS else ""
-    band = "; band: 95 % interval" if len(batch.seeds) > 1 else ""
+    band = f"; {'band' if x is not None else 'error bar'}: 95 % interval" if len(batch.seeds) > 1 else ""
     fig.suptitle(f"{title}{more}: mean over {len(batch.seeds)} seed(s){band}; gaps are n/a", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100, bbox_inches="tight", metadata=PNG_META)

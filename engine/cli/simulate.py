@@ -58,6 +58,10 @@ def simulate(
             raise InvalidInput("FILE", "give a scenario FILE or --study DIR (not both)")
         if study is not None and (sweep_specs or other is not None):
             raise InvalidInput("--study", "a study brings its own family and sweep (no --sweep or --compare)")
+        if study is not None and (seed is not None or seeds is not None):
+            raise InvalidInput("--seed", "a study brings its own seeds (--ci for fewer)")
+        if seed is not None and seeds is not None:
+            raise InvalidInput("--seed", "give --seed (one seed) or --seeds (replicates), not both")
         if sweep_specs and other is not None:
             raise InvalidInput("--compare", "--sweep and --compare do not combine; a study compares a family")
         _validate(file, other, study, sweep_specs, seeds, ci, shown)
@@ -119,13 +123,14 @@ def _run(file: Path | None, other: Path | None, study: Path | None, sweep_specs:
         typer.echo(f"report: {folder / 'study.html'}")
         return True
     assert file is not None
+    replicates: str | list[int] | None = seeds if seeds is not None else [seed] if seed is not None else None
     if sweep_specs or (seeds is not None and other is None):
-        batch = sweep(file, sweep_specs or [], folder, seeds=seeds, metrics=shown, jobs=jobs, db_url=db_url,
+        batch = sweep(file, sweep_specs or [], folder, seeds=replicates, metrics=shown, jobs=jobs, db_url=db_url,
                       progress=progress)
         _summary([r.result for r in batch.runs], folder / "sweep.html")
         return batch.ok
     if other is not None:
-        pair = compare(file, other, folder, seeds=seeds, metrics=shown, jobs=jobs, db_url=db_url,
+        pair = compare(file, other, folder, seeds=replicates, metrics=shown, jobs=jobs, db_url=db_url,
                        progress=progress)
         _summary([r.result for r in pair.runs], folder / "compare.html")
         return pair.ok

@@ -41,6 +41,7 @@ def test_a_study_runs_by_one_command_and_prints_its_answer(tmp_path: Path, sim_s
     (["--sweep", "timeline.0.deliveries=1,2", "--sweep", "timeline.0.deliveries=3"], "swept twice"),
     (["--sweep", "timeline.0.deliveries=1,0"], "timeline.0.deliveries"),
     (["--sweep", "timeline.0.deliveries=1", "--compare", str(SCENARIOS / "polling.yaml")], "do not combine"),
+    (["--seed", "3", "--seeds", "2"], "not both"),
 ])
 def test_bad_grid_input_is_refused_before_any_output(tmp_path: Path, args: list[str], needle: str) -> None:
     out = tmp_path / "out"
