@@ -60,6 +60,10 @@ def test_h4_quality_tracks_fidelity_more_than_the_text_shown(tmp_path: Path, sim
     correlation, pointers = result.judgements
     assert correlation.verdict in ("supported", "not separated")
     assert "r(task_quality, continuation_fidelity) = +1.000" in correlation.text
+    assert "r(task_quality, handoff_packet_bytes) = +0.000" in correlation.text  # transcript or pointers alike
+    key = "agents.0.params.handoff.representation"
+    packets = {r.variant.value(key): r.result.metrics.counts["handoff_packet_bytes"] for r in result.batch.runs}
+    assert packets["transcript"] > packets["pointers"] > 0  # the retained text did vary
     assert pointers.verdict == "supported"
 
 
