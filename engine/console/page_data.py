@@ -25,7 +25,7 @@ from engine.policy.governance import current_deployment, run_policy_tests
 from engine.policy.model import ACTIONS, KINDS
 from engine.runtime import Runtime
 
-EFFECTS = ("EFFECT_ALLOW", "EFFECT_DENY")
+EFFECTS = ("ALLOW", "DENY")
 LISTED = 200
 
 
