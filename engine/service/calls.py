@@ -28,12 +28,13 @@ from engine.models.tokens import TokenPrincipal
 
 #: The World's reads a token may make (every parameter named ``actor`` is the token's agent).
 WORLD_READS: frozenset[str] = frozenset({
-    "allowed_actions", "allowed_actions_batch", "artifact_versions", "current_policy_epoch", "events",
-    "get_agent", "get_approval", "get_artifact", "get_handoff", "get_memory", "get_receipt", "get_room",
-    "get_state", "get_task", "get_topology", "get_trace", "get_wake", "list_agents", "list_artifacts",
-    "list_handoffs", "list_memory", "list_receipts", "list_state", "list_tasks", "list_traces", "list_wakes",
-    "list_tokens", "project_world", "read_artifact", "receipt_for_wake", "resolve_target", "room_answers",
-    "room_discussion", "room_members", "subscriptions", "unread",
+    "action_contract", "action_status", "allowed_actions", "allowed_actions_batch", "artifact_versions",
+    "current_policy_epoch", "events", "get_agent", "get_approval", "get_artifact", "get_handoff", "get_memory",
+    "get_receipt", "get_room", "get_state", "get_task", "get_topology", "get_trace", "get_wake",
+    "handoff_checkpoint", "list_agents", "list_artifacts", "list_handoffs", "list_memory", "list_receipts",
+    "list_state", "list_tasks", "list_tokens", "list_traces", "list_wakes", "project_world", "read_artifact",
+    "receipt_for_wake", "resolve_target", "room_answers", "room_discussion", "room_members", "subscriptions",
+    "task_checkpoint", "unread",
 })
 #: The World's writes that are not commands of the registry but agent-facing all the same.
 WORLD_WRITES: frozenset[str] = frozenset({"issue_token", "revoke_token"})

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import orjson
 from pydantic import BaseModel, ValidationError
@@ -125,7 +125,11 @@ def request_hash(command: str, actor: str, request: BaseModel) -> str:
 
 
 DenialRecorder = Callable[[str, str, PolicyDenied], None]
-OpIdGuard = Callable[[str, str], str | None]  # (actor, op_id) -> why the actor may not use it, or None
+class OpIdGuard(Protocol):
+    """Why ``actor`` may not use ``op_id`` for ``command`` (``engine.world.op_ids``), or None."""
+
+    def __call__(self, actor: str, op_id: str, command: str = "") -> str | None: ...
+
 
 
 class WorldCore:
@@ -315,7 +319,7 @@ class WorldCore:
         as acting, when ``actor`` was derived from it (the operation's identity is the request as asked)."""
         check_id("actor", actor)
         if op_id is not None and self._op_ids is not None and (
-                refusal := self._op_ids(actor, check_id("op_id", op_id))) is not None:
+                refusal := self._op_ids(actor, check_id("op_id", op_id), command)) is not None:
             raise InvalidInput("op_id", refusal)
         identity = caller if caller is not None else actor
         digest = request_hash(command, identity, request)

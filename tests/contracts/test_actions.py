@@ -169,3 +169,17 @@ def test_retries_never_duplicate_on_postgresql(tmp_path: Path, pg_url: str, pdp_
         assert sum(mailbox.effects.values()) >= 15 and max(mailbox.effects.values()) == 1
     finally:
         close_world(world)
+
+
+def test_an_attempts_ledger_ids_cannot_be_taken_by_another_write(aworld: World) -> None:
+    """``act-<digest>-b`` / ``-s`` are the begin and settle records of a key: another write (here a state
+    compare-and-set by an agent that computed them) is refused them, so the key's attempt is not blocked."""
+    from engine.world.actions import attempt_op_ids
+
+    begin_op, settle_op = attempt_op_ids("k-squatted")
+    for op_id in (begin_op, settle_op):
+        with pytest.raises(InvalidInput) as refused:
+            aworld.compare_and_set_state("ann", f"squat-{op_id[-1]}", 0, 1, op_id=op_id)
+        assert refused.value.field == "op_id"
+    begun = aworld.begin_action("ann", "send_message", MESSAGE, idempotency_key="k-squatted")
+    assert begun.status is AttemptStatus.PENDING and not begun.resumed
