@@ -83,9 +83,11 @@ class Served:
         self.governor_token = ""
 
     def init(self) -> None:
-        done = pmw(["--json", "init", "--governor", GOVERNOR, "--name", "Gov", "--term", "t-gov"], self.env,
-                   cwd=self.root)
-        assert done.returncode == 0, done.stderr
+        """``pmw init --governor gov`` on the data directory, in this process (the server is the process
+        under test, not its set-up); keeps the governor's token it shows once."""
+        env: dict[str, str | None] = {k: v for k, v in self.env.items() if k.startswith("PMW_")}
+        done = invoke(None, "--json", "init", "--governor", GOVERNOR, "--name", "Gov", "--term", "t-gov", env=env)
+        assert done.exit_code == 0, (done.stdout, done.stderr)
         self.governor_token = json.loads(done.stdout)["token"]
 
     def start(self) -> Served:
