@@ -8,9 +8,10 @@
    that cannot lead does nothing else;
 2. on every takeover (a new generation) the controller is rebuilt from SQL: it never carries memory from a
    time it did not lead into a generation of its own;
-3. drains at most ``batch`` events, every step committed inside the lease's fence. A step refused with
-   ``NotLeader`` (the lease was lost: paused or cut off past it) ends leadership at once: nothing of that
-   step was written, and the next round stands by.
+3. drains at most ``batch`` events and closes zombie rooms, every write inside the lease's fence. A write
+   refused with ``NotLeader`` (the lease was lost: paused or cut off past it) ends leadership at once:
+   nothing of it was written, and the next round stands by. No answer from the PDP
+   (``PolicyUnavailable``) fails closed: counted, the lease kept, tried again next round.
 
 :func:`serve_while_leader` runs rounds until stopped (the entry point for ``pmw serve --role controller``):
 standing by, it polls every ``lease_s / 3``; leading and idle, it sleeps on commits (never past the next
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine.controller.leadership import ControllerLeadership
-from engine.errors import NotLeader, PolicyEpochChanged
+from engine.errors import NotLeader, PolicyEpochChanged, PolicyUnavailable
 from engine.runloop.follower import ControllerLoop, DrainStats, ensure_controller_agent
 from engine.runloop.signals import DEFAULT_POLL_S, CommitSignal
 
@@ -39,6 +40,8 @@ class LeaderStats(DrainStats):
     takeovers: int = 0
     lost: int = 0
     standby: int = 0
+    unavailable: int = 0  # rounds cut short by no policy answer (fail closed; the lease is kept, retried)
+    rooms_closed: int = 0
 
 
 class LeaderRunner:
@@ -92,7 +95,13 @@ class LeaderRunner:
             stats.standby += 1
             return False
         try:
-            drained = self.loop.drain(self.batch)
+            with self.leadership.fenced():
+                drained = self.loop.drain(self.batch)
+                # zombie rooms: closed by their stop condition (the controller may close what it opened)
+                stats.rooms_closed += len(self.loop.world.close_stale_rooms(self.loop.actor))
+        except PolicyUnavailable:
+            stats.unavailable += 1  # nothing undecided was written; the next round tries again
+            return False
         except NotLeader:
             self.leadership.lost()  # nothing of the refused step was written; stand by from the next round
             self._generation = self._renewed_at = None
