@@ -69,7 +69,8 @@ def test_a_deployment_with_one_replica_down_is_activated_on_the_reachable_set_on
         replicas: Replicas, tmp_path: Path) -> None:
     a, b = replicas.start()
     settings = load_settings(db_url=f"sqlite:///{tmp_path / 'w.db'}", pdp_addresses=f"{a},{b}",
-                             pdp_admin_user="pmw", pdp_admin_password=PASSWORD, policy_deploy_root=replicas.root)
+                             pdp_admin_user="pmw", pdp_admin_password=PASSWORD, policy_deploy_root=replicas.root,
+                             pdp_timeout_s=15.0)  # a busy CI machine: no replica is taken for down by a slow answer
     with Runtime.open(settings) as rt:
         rt.book.bootstrap_governor("gov", "Governor", "t-gov")
         rt.world.activate_session("term:t-gov")

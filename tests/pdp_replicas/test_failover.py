@@ -26,7 +26,8 @@ from tests.conftest import REPO, add_agent
 def runtime(tmp_path_factory: pytest.TempPathFactory, policy_deployment: Path) -> Iterator[Runtime]:
     tmp = tmp_path_factory.mktemp("replicas")
     settings = load_settings(db_url=f"sqlite:///{tmp / 'w.db'}", policy_dir=REPO / "policies", pdp_replicas=2,
-                             policy_deploy_root=policy_deployment.parent)  # the session's: deployed once
+                             policy_deploy_root=policy_deployment.parent,  # the session's: deployed once
+                             pdp_timeout_s=15.0)  # a dead replica refuses at once; a slow one is not dead
     rt = Runtime.open(settings, supervise=False)
     rt.book.bootstrap_governor("gov", "Governor", "t-gov")
     rt.world.activate_session("term:t-gov")
