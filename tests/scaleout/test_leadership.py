@@ -144,3 +144,18 @@ def test_bad_candidacy_input_is_refused_and_takes_nothing(tmp_path: Path, holder
         assert store.lease("main") is None
     finally:
         store.close()
+
+
+def test_a_stale_leaders_follow_up_world_calls_are_refused_too(team: World) -> None:
+    """The controller's follow-ups (rooms, topology, contests) are World writes made inside the step's fence:
+    after a takeover they are refused like the step itself."""
+    book, old, new = book_of(team), lead(team, "host-a"), lead(team, "host-b")
+    assert old.acquire()
+    fence = old.fenced()
+    team.clock.advance(LEASE_S + 1)  # type: ignore[attr-defined]
+    assert new.acquire()
+    before = log_and_state(book)
+    with fence, pytest.raises(NotLeader):
+        team.append_event("a", "note.made", {"term": "t"}, subject_kind="claim", subject_id="t")
+    assert log_and_state(book) == before
+    team.append_event("a", "note.made", {"term": "t"}, subject_kind="claim", subject_id="t")  # unfenced: as ever
