@@ -6,28 +6,9 @@ from typing import Annotated
 import typer
 
 from engine.cli.runtime import invocation
-from engine.models.common import Model
 
 group = typer.Typer(help="Action contracts (contracts/actions/*.yaml): check and list them.", no_args_is_help=True)
 retention_group = typer.Typer(help="Retention: expire memory and artifacts past their time.", no_args_is_help=True)
-
-
-
-class ContractSummary(Model):
-    action: str
-    side_effect: str
-    idempotency: str
-    confirmation: str
-    compensation: str
-    evidence: str
-
-
-class ContractCheck(Model):
-    source: str
-    contracts: list[str]
-    memory_retention_s: dict[str, int]
-    artifact_retention_s: dict[str, int]
-
 
 ContractDir = Annotated[Path | None, typer.Option(
     "--dir", file_okay=False, help="The contracts folder (default: the repository's contracts/).")]
@@ -44,6 +25,8 @@ def check(ctx: typer.Context, directory: ContractDir = None) -> None:
         folder = directory or DEFAULT_CONTRACT_DIR
         book = load_contracts(folder)
         rules = load_retention(folder)
+        from engine.contracts.listing import ContractCheck
+
         run.show(ContractCheck(source=str(folder), contracts=sorted(book),
                                memory_retention_s={k.value: v for k, v in rules.memory.items()},
                                artifact_retention_s=dict(rules.artifacts)))
@@ -56,6 +39,8 @@ def list_(ctx: typer.Context, directory: ContractDir = None) -> None:
 
     with invocation(ctx) as run:
         book = load_contracts(directory or DEFAULT_CONTRACT_DIR)
+        from engine.contracts.listing import ContractSummary
+
         run.show([ContractSummary(action=c.action, side_effect=c.side_effect.value,
                                   idempotency=c.idempotency.policy.value, confirmation=c.confirmation.value,
                                   compensation=c.compensation.kind.value, evidence=c.evidence.value)
