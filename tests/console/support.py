@@ -116,8 +116,9 @@ def seed(served: Served) -> dict[str, str]:
     alice("world", "store_memory", (), {"content": PRIVATE_SECRET, "epistemic_type": "observation"})
     alice("world", "create_room", (), {"goal": "blind round", "members": ["alice", "bob"], "room_id": "r-blind"})
     alice("world", "commit_answer", (), {"room_id": "r-blind", "content": ANSWER_SECRET})
+    alice("world", "compare_and_set_state", (), {"key": "plan", "expected_version": 0, "value": {"step": 1}})
     try:  # bob holds no state.write: denied, and the decision log records the denial
-        bob("world", "compare_and_set_state", (), {"key": "plan", "expected_version": 0, "value": {"x": 1}})
+        bob("world", "compare_and_set_state", (), {"key": "plan", "expected_version": 1, "value": {"x": 1}})
     except PMWError:
         pass
     else:
