@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import html
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 from simulations.metrics import Metrics, Series
 from simulations.plots import PNG_META, plot_conflicts, plot_duplicates, plot_topology, plot_wakes
-from simulations.scenario import Bounds, Scenario
+from simulations.scenario import Scenario
 from simulations.timeseries import FILE_NAME as TIMESERIES_FILE
 from simulations.timeseries import TimeseriesWriter
 from store import Store
@@ -54,23 +53,22 @@ def write_events(store: Store, path: Path, timeseries: TimeseriesWriter | None =
     return n
 
 
-def check_expectations(scenario: Scenario, metrics: Metrics) -> dict[str, bool]:
-    """Each ``expect`` of the scenario against the run's figures (a metric, a count or a check)."""
-    figures: dict[str, Any] = {**metrics.model_dump(), **metrics.counts, **metrics.checks}
-    results: dict[str, bool] = {}
-    for name, want in scenario.expect.items():
-        got = figures.get(name)
-        if not isinstance(got, int | float) or got is None:
-            results[name] = False
-        elif isinstance(want, Bounds):
-            results[name] = (want.min is None or got >= want.min) and (want.max is None or got <= want.max)
-        else:
-            results[name] = math.isclose(float(got), float(want), rel_tol=1e-9, abs_tol=1e-9)
-    return results
+def check_expectations(scenario: Scenario, metrics: Metrics) -> dict[str, bool | None]:
+    """Each ``expect`` of the scenario against the run's figures (a metric, a count or a check): True met,
+    False not met, None n/a (the figure does not apply to this run: ``recovery_success`` with nothing
+    injected), as :func:`simulations.results.expectation_status` reads them."""
+    from simulations.results import expectation_status
+
+    return {name: None if status == "n/a" else status == "met"
+            for name, status in expectation_status(scenario, metrics).items()}
+
+
+def _verdict(value: bool | None) -> str:
+    return "n/a" if value is None else "met" if value else "NOT MET"
 
 
 def write_report(out: Path, scenario: Scenario, metrics: Metrics, series: Series, store: Store, *,
-                 plots: bool = True) -> dict[str, bool]:
+                 plots: bool = True) -> dict[str, bool | None]:
     """Write every output file into ``out`` (``plots=False``: all but the PNGs, for quick test runs);
     returns the expectation results."""
     out.mkdir(parents=True, exist_ok=True)
@@ -114,7 +112,7 @@ def _rows(metrics: Metrics) -> list[tuple[str, str, str]]:
              else f"n/a ({WHY_NOT_APPLICABLE[name]})", meaning) for name, meaning in DEFINITIONS.items()]
 
 
-def _markdown(s: Scenario, m: Metrics, series: Series, expectations: dict[str, bool]) -> str:
+def _markdown(s: Scenario, m: Metrics, series: Series, expectations: dict[str, bool | None]) -> str:
     lines = [f"# Simulation report: {s.name}", "", s.description.strip(), "",
              f"Seed {s.seed}; {m.duration_s:g} s of virtual time; {m.events} events; {len(s.agents)} agents.", "",
              "| metric | value | definition |", "| --- | --- | --- |"]
@@ -124,7 +122,7 @@ def _markdown(s: Scenario, m: Metrics, series: Series, expectations: dict[str, b
     lines += ["", "## Checks", ""] + [f"- {k}: {'yes' if v else 'NO'}" for k, v in m.checks.items()]
     if expectations:
         lines += ["", "## Expectations of the scenario", ""]
-        lines += [f"- {k}: {'met' if v else 'NOT MET'}" for k, v in expectations.items()]
+        lines += [f"- {k}: {_verdict(v)}" for k, v in expectations.items()]
     lines += ["", "## Plots", "", "![topology](topology.png)", "", "![wakes](wakes.png)", "",
               "![conflicts](conflicts.png)", "", "![duplicates](duplicates.png)", "",
               "The event log is `events.jsonl`, one tidy row per event is `timeseries.csv` "
@@ -132,13 +130,13 @@ def _markdown(s: Scenario, m: Metrics, series: Series, expectations: dict[str, b
     return "\n".join(lines)
 
 
-def _html(s: Scenario, m: Metrics, series: Series, expectations: dict[str, bool]) -> str:
+def _html(s: Scenario, m: Metrics, series: Series, expectations: dict[str, bool | None]) -> str:
     e = html.escape
     metric_rows = "".join(f"<tr><td>{e(n)}</td><td class=num>{e(v)}</td><td>{e(d)}</td></tr>" for n, v, d in _rows(m))
     count_rows = "".join(f"<tr><td>{e(k)}</td><td class=num>{v}</td></tr>" for k, v in m.counts.items())
     checks = "".join(f"<li class={'ok' if v else 'bad'}>{e(k)}: {'yes' if v else 'NO'}</li>"
                      for k, v in m.checks.items())
-    expects = "".join(f"<li class={'ok' if v else 'bad'}>{e(k)}: {'met' if v else 'NOT MET'}</li>"
+    expects = "".join(f"<li class={'ok' if v or v is None else 'bad'}>{e(k)}: {_verdict(v)}</li>"
                       for k, v in expectations.items())
     plots = "".join(f"<figure><img src='{name}.png' alt='{name}'><figcaption>{e(cap)}</figcaption></figure>"
                     for name, cap in (("topology", "The topology at key moments"),

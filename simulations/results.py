@@ -58,13 +58,14 @@ def expectation_status(scenario: Scenario, m: Metrics) -> dict[str, Status]:
 class Result:
     """One finished run: its scenario, metrics, expectation results and output folder.
 
-    ``expectations`` maps each ``expect`` entry to met (True) or not (False), as the run's report writes it;
+    ``expectations`` maps each ``expect`` entry to met (True), not met (False) or n/a (None), as the run's
+    report writes it;
     ``status`` is the three-valued reading (an n/a figure is neither met nor failed); :attr:`ok` is True when
     no expectation is ``not met``."""
 
     scenario: Scenario
     metrics: Metrics
-    expectations: dict[str, bool]
+    expectations: dict[str, bool | None]
     out: Path
 
     @property

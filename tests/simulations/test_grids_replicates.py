@@ -112,6 +112,9 @@ def test_recovery_success_with_nothing_injected_is_not_applicable(tmp_path: Path
     assert expectation_status(result.scenario, result.metrics) == {"recovery_success": "n/a",
                                                                     "tasks_completed": "met"}
     assert result.ok
+    written = json.loads((tmp_path / "out" / "metrics.json").read_text())["expectations"]
+    assert written == {"recovery_success": None, "tasks_completed": True}  # the run's own report agrees
+    assert "- recovery_success: n/a" in (tmp_path / "out" / "report.md").read_text()
 
 
 # -- runs ---------------------------------------------------------------------------------------------------
