@@ -87,3 +87,19 @@ def test_two_controllers_elect_one_leader_and_the_standby_takes_over(settings: S
     finally:
         a.stop()
         b.stop()
+
+
+@pytest.mark.parametrize(("args", "field"), [
+    (["--role", "leader"], "--role"),
+    (["--pdp", "not an address"], "PMW_PDP_ADDRESSES"),
+    (["--role", "worker"], "--agent"),
+])
+def test_pmw_serve_refuses_a_bad_role_or_pdp_before_opening_the_world(tmp_path: Path, args: list[str],
+                                                                       field: str) -> None:
+    from tests.cli_support import assert_clean_failure, invoke
+
+    db = tmp_path / "w.db"
+    result = invoke(f"sqlite:///{db}", "serve", "--port", "0", *args, actor="gov")
+    assert_clean_failure(result, 3)
+    assert field in result.output or field in (result.stderr or "")
+    assert not db.exists()  # nothing opened, nothing written
