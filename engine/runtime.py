@@ -17,6 +17,7 @@ choice: activation on the reachable set, never a mixed decision; ``docs/operatio
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from types import TracebackType
@@ -27,7 +28,7 @@ from engine.errors import InvalidInput, PolicyUnavailable
 from engine.models.common import Model
 from engine.policy import governance
 from engine.policy.decision_inputs import decision_inputs
-from engine.policy.deployment import CURRENT, serving_deployment
+from engine.policy.deployment import CURRENT, point_current, serving_deployment
 from engine.policy.enforcement import PdpAuthorizer
 from engine.policy.model import ACTIONS
 from engine.policy.pdp_process import ManagedPdp, PdpAddress
@@ -39,6 +40,8 @@ from engine.world import RevocationReport, World
 from engine.world.book import RuntimeBook
 from engine.world.policy_epochs import RUNTIME_ACTOR
 from store import Store
+
+log = logging.getLogger(__name__)
 
 
 class ReloadReport(Model):
@@ -178,7 +181,7 @@ class Runtime:
             self.book.activate_policy_epoch(deployment.epoch, str(source or self.settings.policy_dir), by=by)
         except BaseException:
             if previous is not None:
-                self.pdp.expect(previous.epoch)  # not activated: only the old epoch's answers go
+                self._restore_deployment(previous.epoch)
             raise
         self.pdp.expect(deployment.epoch)
         observed = time.monotonic()
@@ -186,6 +189,24 @@ class Runtime:
         return ReloadReport(previous_epoch=previous.epoch if previous else None, epoch=deployment.epoch,
                             reload_seconds=observed - started, revocation_seconds=time.monotonic() - observed,
                             revoked=revoked)
+
+    def _restore_deployment(self, epoch: str) -> None:
+        """A reload that was not activated: the PDPs' store points at ``epoch``'s deployment again and
+        they are asked to reload it (best effort; one that does not answer now is brought back by its
+        prober), and only ``epoch``'s answers are accepted. Without this, replicas that had loaded the new
+        set would stay stale (their store holding it) and every decision would be refused."""
+        self.pdp.expect(epoch)  # not activated: only the old epoch's answers go
+        if self.managed is None:
+            return  # an external PDP is governance's
+        try:
+            point_current(self.deploy_root(self.settings), epoch)
+        except FileNotFoundError:
+            log.warning("after a reload that was not activated: no deployment of %s to restore", epoch)
+            return
+        try:
+            self.pdp.reload()
+        except PolicyUnavailable as exc:
+            log.warning("after a reload that was not activated, the PDP did not take %s back: %s", epoch, exc)
 
     def follow_policy(self, *, observe_timeout_s: float = 10.0) -> str:
         """Bring this runtime's PDP to the world's current epoch, after another process reloaded the policy

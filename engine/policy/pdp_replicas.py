@@ -182,18 +182,26 @@ class PdpReplicas:
     def converge(self, epoch: str, *, timeout_s: float, reload: bool) -> list[str]:
         """Bring every replica to ``epoch`` (``reload``: ask each that is not on it to reload) and wait,
         bounded by ``timeout_s``, until each that answers decides under it. Returns the gRPC addresses of
-        the replicas that do; one that does not answer is marked down at once (not waited for), one on
-        another epoch is stale after :meth:`expect`; neither is used until it catches up. Raises
-        ``PolicyUnavailable`` if none serves ``epoch`` in time."""
+        the replicas that do. A replica that does not answer (a probe or its reload timed out: a loaded
+        machine, a recompile) is asked again until the deadline while no replica serves ``epoch`` yet; once
+        one does, a replica that did not answer its last probe is not waited for (marked down, brought up to
+        date by the prober when it answers). One on another epoch is stale after :meth:`expect`; neither is
+        used until it catches up. Raises ``PolicyUnavailable`` if none serves ``epoch`` in time."""
         serving: list[_Replica] = []
         deadline = time.monotonic() + timeout_s
-        pending = [r for r in self._replicas if self._serves(r, epoch, serving) is False]
-        if reload:  # only the replicas not on it yet (a reload costs the PDP a recompile)
-            pending = [r for r in pending if self._reload_one(r)]
-        while pending and time.monotonic() <= deadline:
-            pending = [r for r in pending if self._serves(r, epoch, serving) is False]
-            if pending:
-                time.sleep(0.05)
+        answers = {id(r): self._serves(r, epoch, serving) for r in self._replicas}
+        pending = [r for r in self._replicas if answers[id(r)] is not True]
+        unreloaded = {id(r) for r in pending} if reload else set()  # a reload costs the PDP a recompile
+        while pending:
+            for r in pending:
+                if id(r) in unreloaded and self._reload_one(r):
+                    unreloaded.discard(id(r))
+            answers = {id(r): self._serves(r, epoch, serving) for r in pending}
+            pending = [r for r in pending if answers[id(r)] is not True]
+            silent = all(answers[id(r)] is None for r in pending)
+            if not pending or time.monotonic() > deadline or (serving and silent):
+                break
+            time.sleep(0.05)
         if not serving:
             seen = sorted({str(r.epoch) for r in self._replicas})
             raise PolicyUnavailable(f"no PDP replica decides under {epoch!r} (seen: {', '.join(seen)})")
