@@ -44,7 +44,7 @@ DENIED = "policy_denied"
 
 # The error codes each exit code may carry (exit 2 is typer's own usage error: no JSON).
 CODES = {3: {"invalid_input", "payload_too_large", "target_unresolved", "policy_invalid_request", "policy_rejected",
-             "rule_file_invalid", "scenario_invalid", "scenario_timeline"},
+             "rule_file_invalid", "scenario_invalid", "scenario_timeline", "contract_invalid"},
          4: {"not_found"},
          5: {"version_conflict", "already_exists", "operation_conflict", "terminal_owned", "lease_held",
              "policy_epoch_changed"},
@@ -397,6 +397,15 @@ CASES: list[Case] = [
     Case("serve --host 10.1.2.3", 3, "--allow-remote", actor=GOVERNOR),
     Case("serve --port 70000", 2, actor=GOVERNOR),
     Case("serve --lease-seconds 0", 2, actor=GOVERNOR),
+    Case("serve --role leader", 3, "--role", actor=GOVERNOR),
+    Case("serve --pdp x", 3, "--pdp", actor=GOVERNOR),
+    # -- contracts and retention
+    Case("contracts check --dir $afile", 2),
+    Case("contracts check --dir $bad_contracts", 3, "contract_invalid"),
+    Case("contracts list --dir $bad_contracts", 3, "contract_invalid"),
+    Case("contracts list extra", 2),
+    Case("retention sweep", 3, "--as", actor=None),
+    Case("retention sweep --limit 0", 2, actor=GOVERNOR),
     Case("login", 3, "--server", actor=None),
     Case("pull", 3, "--server", actor=None),
     Case("pull --lease-seconds 0", 2, actor=None),
@@ -551,9 +560,12 @@ def seeded(tmp_path_factory: pytest.TempPathFactory, pdp: Pdp) -> tuple[str, dic
     ids = seed(directory, pdp)
     (root / "content.txt").write_text("new content")
     (root / "afile").write_text("a regular file, not a directory")
+    (root / "bad-contracts" / "actions").mkdir(parents=True)
+    (root / "bad-contracts" / "actions" / "x.yaml").write_text("action: x\nbogus: 1\n")
     url = f"sqlite:///{directory / 'world.db'}"
     values = {**ids, "url": url, "big_json": BIG_JSON, "big_text": BIG_TEXT, "file": str(root / "content.txt"),
               "missing_file": str(root / "nope.txt"), "dir": str(root), "afile": str(root / "afile"),
+              "bad_contracts": str(root / "bad-contracts"),
               "broken": str(broken_policies(root))}
     return url, values
 

@@ -133,10 +133,14 @@ def _check_options(role: str, roles: tuple[str, ...], seconds: dict[str, float])
 
 def _with_pdps(settings: Any, pdp: list[str], replicas: int | None) -> Any:
     """``settings`` with the PDPs of ``--pdp`` (replacing ``PMW_PDP_ADDRESS(ES)``; each address checked,
-    ``InvalidInput`` naming the setting) and ``--pdp-replicas``."""
+    ``InvalidInput`` naming ``--pdp``, then the setting's own check) and ``--pdp-replicas``."""
     from engine.settings import load_settings
 
     if pdp:
+        for address in pdp:  # each named as the user gave it, not as the setting's pattern
+            host, _, port = address.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536 or "," in address:
+                raise InvalidInput("--pdp", f"{address[:100]!r} is not HOST:PORT (a PDP replica's gRPC address)")
         load_settings(pdp_addresses=",".join(pdp))
         settings = settings.model_copy(update={"pdp_address": None, "pdp_addresses": ",".join(pdp)})
     if replicas is not None:

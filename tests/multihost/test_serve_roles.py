@@ -91,7 +91,7 @@ def test_two_controllers_elect_one_leader_and_the_standby_takes_over(settings: S
 
 @pytest.mark.parametrize(("args", "field"), [
     (["--role", "leader"], "--role"),
-    (["--pdp", "not an address"], "PMW_PDP_ADDRESSES"),
+    (["--pdp", "not an address"], "--pdp"),
     (["--role", "worker"], "--agent"),
 ])
 def test_pmw_serve_refuses_a_bad_role_or_pdp_before_opening_the_world(tmp_path: Path, args: list[str],
