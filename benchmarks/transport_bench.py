@@ -68,6 +68,10 @@ OWN_ENV = ("PMW_ACTOR", "PMW_SERVER", "PMW_TOKEN", "PMW_DB_URL", "PMW_ARTIFACT_D
            "PMW_PDP_ADDRESS", "PMW_PDP_ADMIN_USER", "PMW_PDP_ADMIN_PASSWORD")
 
 
+#: CPU per call of each transport's timed calls (filled by the bench_* functions of one run)
+CPU: dict[str, dict[str, float]] = {}
+
+
 class BenchmarkFailed(RuntimeError):
     """A step did not do what it must (a call refused, the server not listening)."""
 
@@ -92,6 +96,28 @@ class Samples:
 
     def summary(self) -> dict[str, float | int | None]:
         return {"n": len(self.values), "median_ms": self.median_ms(), "p99_ms": self.p99_ms()}
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used, from ``/proc``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU of the calling process (the client) and of the server process over a stretch of calls: what a call
+    costs in CPU, which a loaded machine distorts far less than wall time."""
+
+    def __init__(self, server_pid: int | None) -> None:
+        self.server_pid = server_pid
+        self.client0 = time.process_time()
+        self.server0 = process_cpu_s(server_pid) if server_pid is not None else 0.0
+
+    def per_call_ms(self, calls: int) -> dict[str, float]:
+        client = (time.process_time() - self.client0) * 1000 / calls
+        server = ((process_cpu_s(self.server_pid) - self.server0) * 1000 / calls
+                  if self.server_pid is not None else 0.0)
+        return {"client_cpu_ms": client, "server_cpu_ms": server}
 
 
 def timed(samples: Samples, call: Callable[[], Any]) -> Any:
@@ -120,7 +146,10 @@ def bench_in_process(root: Path, calls: int, warmup: int) -> dict[str, Samples]:
         world.activate_session("term:t-alice")
         world.grant(GOVERNOR, "alice", capabilities=["state.write"])
         version = world.compare_and_set_state("alice", "plan", 0, {"n": 0}).version
+        meter: CpuMeter | None = None
         for n in range(warmup + calls):
+            if n == warmup:
+                meter = CpuMeter(None)
             keep = n >= warmup
             started = time.perf_counter()
             world.allowed_actions("alice", "state", "plan")
@@ -130,6 +159,8 @@ def bench_in_process(root: Path, calls: int, warmup: int) -> dict[str, Samples]:
             version = world.compare_and_set_state("alice", "plan", version, {"n": n}).version
             if keep:
                 out["compare_and_set_state"].add(time.perf_counter() - started)
+        assert meter is not None
+        CPU["in_process"] = meter.per_call_ms(2 * calls)
     return out
 
 
@@ -247,8 +278,11 @@ def bench_rest(server: Server, token: str, calls: int, warmup: int) -> dict[str,
         if status not in (200, 201):
             raise BenchmarkFailed(f"REST PUT /v1/state/plan: {status} {answer}")
         etag = response.getheader("ETag") or '"1"'
+        meter: CpuMeter | None = None
         for n in range(warmup + calls):
             keep = n >= warmup
+            if n == warmup:
+                meter = CpuMeter(server.proc.pid if server.proc is not None else None)
             started = time.perf_counter()
             status, _, answer = rest.send("GET", "/v1/agents/alice/allowed-actions?kind=state&ident=plan")
             if keep:
@@ -262,6 +296,8 @@ def bench_rest(server: Server, token: str, calls: int, warmup: int) -> dict[str,
             if status != 200:
                 raise BenchmarkFailed(f"REST PUT /v1/state/plan: {status} {answer}")
             etag = response.getheader("ETag") or f'"{int(etag.strip(chr(34))) + 1}"'
+        assert meter is not None
+        CPU["rest"] = meter.per_call_ms(2 * calls)
     finally:
         rest.close()
     return out
@@ -300,8 +336,11 @@ def bench_mcp(server: Server, token: str, calls: int, warmup: int) -> dict[str, 
             if result.is_error:
                 raise BenchmarkFailed(f"MCP compare_and_set_state: {result.structured_content}")
             version = int((result.structured_content or {})["version"])
+            meter: CpuMeter | None = None
             for n in range(warmup + calls):
                 keep = n >= warmup
+                if n == warmup:
+                    meter = CpuMeter(server.proc.pid if server.proc is not None else None)
                 started = time.perf_counter()
                 result = await client.call_tool("allowed_actions", {"kind": "state", "ident": "mcp-plan"})
                 if keep:
@@ -316,6 +355,8 @@ def bench_mcp(server: Server, token: str, calls: int, warmup: int) -> dict[str, 
                 if result.is_error:
                     raise BenchmarkFailed(f"MCP compare_and_set_state: {result.structured_content}")
                 version = int((result.structured_content or {})["version"])
+            assert meter is not None
+            CPU["mcp"] = meter.per_call_ms(2 * calls)
     asyncio.run(main())
     return out
 
@@ -572,6 +613,16 @@ def report(figures: dict[str, Any]) -> str:
         for stat in ("median_ms", "p99_ms"):
             row = [calls.get(t, {}).get(name, {}).get(stat) for t in ("in_process", "rest", "mcp")]
             lines.append(f"{name:<24}{stat[:-3]:>6}  {fmt(row[0]):>10}  {fmt(row[1]):>10}  {fmt(row[2]):>10}")
+    cpu = figures.get("cpu_per_call_ms", {})
+    if cpu:
+        lines.append("")
+        lines.append(f"{'CPU per call (ms)':<28}{'in process':>12}{'REST':>12}{'MCP':>12}")
+        for side in ("server_cpu_ms", "client_cpu_ms"):
+            row = [cpu.get(t, {}).get(side) for t in ("in_process", "rest", "mcp")]
+            if side == "server_cpu_ms":
+                row[0] = None
+            label = "server (pmw serve)" if side == "server_cpu_ms" else "client (this process)"
+            lines.append(f"{label:<28}{fmt(row[0]):>12}{fmt(row[1]):>12}{fmt(row[2]):>12}")
     lines.append("")
     for transport, over in figures["overhead_ms"].items():
         for name, ms in over.items():
@@ -642,6 +693,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             server.stop()
     figures["overhead_ms"] = overhead(figures["call_latency"])
+    figures["cpu_per_call_ms"] = dict(CPU)
     return figures
 
 
