@@ -55,7 +55,7 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 REPO = Path(__file__).resolve().parents[1]
 GOVERNOR = "gov"
@@ -361,6 +361,70 @@ def bench_mcp(server: Server, token: str, calls: int, warmup: int) -> dict[str, 
     return out
 
 
+class RawMcp:
+    """MCP's stateless era (2026-07-28) as plain JSON-RPC over one keep-alive ``http.client`` connection: the
+    same server path as the official client's requests, without that client's own CPU (the REST column's
+    client is as plain), so the MCP column's overhead can be read as the server's and the protocol's."""
+
+    META: ClassVar[dict[str, Any]] = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                      "io.modelcontextprotocol/clientInfo": {"name": "pmw-transport-bench",
+                                                                             "version": "1"},
+                                      "io.modelcontextprotocol/clientCapabilities": {}}
+
+    def __init__(self, url: str, token: str) -> None:
+        self.netloc = urllib.parse.urlsplit(url).netloc
+        self.conn = http.client.HTTPConnection(self.netloc, timeout=CALL_TIMEOUT_S)
+        self.head = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
+                     "Content-Type": "application/json", "MCP-Protocol-Version": "2026-07-28",
+                     "MCP-Method": "tools/call"}
+        self.ids = 0
+
+    def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        self.ids += 1
+        body = json.dumps({"jsonrpc": "2.0", "id": self.ids, "method": "tools/call",
+                           "params": {"name": name, "arguments": arguments, "_meta": self.META}}).encode()
+        self.conn.request("POST", "/mcp", body=body, headers={**self.head, "MCP-Name": name})
+        response = self.conn.getresponse()
+        raw = response.read()
+        if response.status != 200 or not response.getheader("Content-Type", "").startswith("application/json"):
+            raise BenchmarkFailed(f"raw MCP {name}: {response.status} {raw[:300]!r}")
+        answer = json.loads(raw)
+        result = answer.get("result")
+        if not isinstance(result, dict) or result.get("isError"):
+            raise BenchmarkFailed(f"raw MCP {name}: {answer}")
+        return dict(result.get("structuredContent") or {})
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def bench_mcp_raw(server: Server, token: str, calls: int, warmup: int) -> dict[str, Samples]:
+    out = {"allowed_actions": Samples(), "compare_and_set_state": Samples()}
+    raw = RawMcp(server.url, token)
+    try:
+        version = int(raw.call_tool("compare_and_set_state", {"key": "raw-plan", "expected_version": 0,
+                                                              "value": {"n": 0}})["version"])
+        meter: CpuMeter | None = None
+        for n in range(warmup + calls):
+            keep = n >= warmup
+            if n == warmup:
+                meter = CpuMeter(server.proc.pid if server.proc is not None else None)
+            started = time.perf_counter()
+            raw.call_tool("allowed_actions", {"kind": "state", "ident": "raw-plan"})
+            if keep:
+                out["allowed_actions"].add(time.perf_counter() - started)
+            started = time.perf_counter()
+            version = int(raw.call_tool("compare_and_set_state", {"key": "raw-plan", "expected_version": version,
+                                                                  "value": {"n": n}})["version"])
+            if keep:
+                out["compare_and_set_state"].add(time.perf_counter() - started)
+        assert meter is not None
+        CPU["mcp_raw"] = meter.per_call_ms(2 * calls)
+    finally:
+        raw.close()
+    return out
+
+
 # -- push -------------------------------------------------------------------------------------------------------
 
 class SseReader:
@@ -607,27 +671,28 @@ def verdict(ok: bool | None) -> str:
 
 def report(figures: dict[str, Any]) -> str:
     lines = [f"transport benchmark ({figures['calls']} calls each; load average {figures['load']})", "",
-             f"{'call':<24}{'':>4}{'in process':>12}{'REST':>12}{'MCP':>12}   (ms)"]
+             f"{'call':<24}{'':>4}{'in process':>12}{'REST':>12}{'MCP':>12}{'MCP raw':>12}   (ms)"]
     calls = figures["call_latency"]
     for name in ("allowed_actions", "compare_and_set_state"):
         for stat in ("median_ms", "p99_ms"):
-            row = [calls.get(t, {}).get(name, {}).get(stat) for t in ("in_process", "rest", "mcp")]
-            lines.append(f"{name:<24}{stat[:-3]:>6}  {fmt(row[0]):>10}  {fmt(row[1]):>10}  {fmt(row[2]):>10}")
+            row = [calls.get(t, {}).get(name, {}).get(stat) for t in ("in_process", "rest", "mcp", "mcp_raw")]
+            lines.append(f"{name:<24}{stat[:-3]:>6}  {fmt(row[0]):>10}  {fmt(row[1]):>10}  {fmt(row[2]):>10}"
+                         f"  {fmt(row[3]):>10}")
     cpu = figures.get("cpu_per_call_ms", {})
     if cpu:
         lines.append("")
-        lines.append(f"{'CPU per call (ms)':<28}{'in process':>12}{'REST':>12}{'MCP':>12}")
+        lines.append(f"{'CPU per call (ms)':<28}{'in process':>12}{'REST':>12}{'MCP':>12}{'MCP raw':>12}")
         for side in ("server_cpu_ms", "client_cpu_ms"):
-            row = [cpu.get(t, {}).get(side) for t in ("in_process", "rest", "mcp")]
+            row = [cpu.get(t, {}).get(side) for t in ("in_process", "rest", "mcp", "mcp_raw")]
             if side == "server_cpu_ms":
                 row[0] = None
             label = "server (pmw serve)" if side == "server_cpu_ms" else "client (this process)"
-            lines.append(f"{label:<28}{fmt(row[0]):>12}{fmt(row[1]):>12}{fmt(row[2]):>12}")
+            lines.append(f"{label:<28}{fmt(row[0]):>12}{fmt(row[1]):>12}{fmt(row[2]):>12}{fmt(row[3]):>12}")
     lines.append("")
     for transport, over in figures["overhead_ms"].items():
         for name, ms in over.items():
             ok = None if ms is None else ms <= OVERHEAD_TARGET_MS
-            lines.append(f"overhead {transport:<5} {name:<24} {fmt(ms)} ms median  "
+            lines.append(f"overhead {transport:<7} {name:<24} {fmt(ms)} ms median  "
                          f"(target <= {OVERHEAD_TARGET_MS} ms) {verdict(ok)}")
     lines.append("")
     for name, push in figures["push"].items():
@@ -652,7 +717,7 @@ def report(figures: dict[str, Any]) -> str:
 def overhead(calls: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, float | None]]:
     base = calls.get("in_process", {})
     out: dict[str, dict[str, float | None]] = {}
-    for transport in ("rest", "mcp"):
+    for transport in ("rest", "mcp", "mcp_raw"):
         if transport not in calls:
             continue
         out[transport] = {}
@@ -681,6 +746,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if has_mcp:
                 mcp = bench_mcp(server, alice, args.calls, args.warmup)
                 figures["call_latency"]["mcp"] = {k: v.summary() for k, v in mcp.items()}
+                raw = bench_mcp_raw(server, alice, args.calls, args.warmup)
+                figures["call_latency"]["mcp_raw"] = {k: v.summary() for k, v in raw.items()}
             else:
                 notes.append("/mcp is not served by this build: MCP not measured")
             sse, missed = bench_push_sse(server, alice, boss, args.pushes)

@@ -32,13 +32,16 @@ def test_the_ci_variant_runs_and_reports_every_figure(tmp_path: Path) -> None:
         assert needle in done.stdout, done.stdout
     assert "PASS" in done.stdout or "MISS" in done.stdout
     figures = json.loads(out.read_text())
-    transports = ["in_process", "rest", *(["mcp"] if "mcp" in figures["call_latency"] else [])]
+    transports = ["in_process", "rest", *(["mcp", "mcp_raw"] if "mcp" in figures["call_latency"] else [])]
     assert "mcp" in figures["call_latency"] or any("/mcp" in n for n in figures["notes"])
     for transport in transports:
         for call in ("allowed_actions", "compare_and_set_state"):
             summary = figures["call_latency"][transport][call]
             assert summary["n"] == 30
             assert math.isfinite(summary["median_ms"]) and summary["p99_ms"] >= summary["median_ms"] > 0
+    for transport in transports:  # CPU per call measured for every transport (the server's for all but in process)
+        cpu = figures["cpu_per_call_ms"][transport]
+        assert cpu["client_cpu_ms"] > 0 and (transport == "in_process" or cpu["server_cpu_ms"] > 0), cpu
     for name, push in figures["push"].items():
         assert push["missed"] == 0 and push["n"] == push["sent"] == 10, (name, push)
         assert math.isfinite(push["p99_ms"])
