@@ -15,7 +15,12 @@ One run, on loopback only, printed side by side:
    - *REST*: ``GET /v1/agents/{id}/allowed-actions`` and ``PUT /v1/state/{key}`` with ``If-Match``, on one
      keep-alive connection (``http.client``) to ``pmw serve``;
    - *MCP*: ``tools/call`` of ``allowed_actions`` and ``compare_and_set_state`` with the official ``mcp``
-     client over streamable HTTP to the same server's ``/mcp``.
+     client over streamable HTTP to the same server's ``/mcp``;
+   - *MCP raw*: the same stateless-era ``tools/call`` requests as plain JSON-RPC over one keep-alive
+     ``http.client`` connection (the server's MCP cost without the official client's own CPU).
+
+   With each, the CPU per call of the server process and of the client (``/proc``; less distorted by a
+   loaded machine than wall time).
 
    Median and p99 (ms) of each; target: the transport's overhead (median over REST/MCP minus median in
    process) <= 2 ms.
