@@ -52,7 +52,9 @@ from engine.controller.facts import Fact
 from engine.controller.leadership import ControllerLeadership
 from engine.errors import (
     AlreadyExists,
+    ConflictError,
     FencedOut,
+    IllegalTransition,
     OperationConflict,
     PMWError,
     PolicyEpochChanged,
@@ -100,7 +102,24 @@ def ensure_controller_agent(book: RuntimeBook, governor: str) -> str:
     """Register the controller's own agent and have ``governor`` grant it what its decisions need:
     opening rooms, writing topology edges, recording contests and refresh demands. Each step is checked
     on its own (registration, an active session, the grant), so a start killed between them completes
-    them on the next start."""
+    them on the next start, and controllers starting together (a leader and its standby) each complete
+    what the other has not: a step another starter made first (already registered, a version moved) is
+    read again and the remaining steps made, a bounded number of times."""
+    for attempt in range(ENSURE_ATTEMPTS):
+        try:
+            _ensure_controller_agent_once(book, governor)
+            return CONTROLLER_AGENT
+        except (ConflictError, IllegalTransition):
+            if attempt == ENSURE_ATTEMPTS - 1:
+                raise
+    return CONTROLLER_AGENT  # not reached: the last attempt returns or raises
+
+
+#: Attempts of :func:`ensure_controller_agent` when another starter's steps race its own.
+ENSURE_ATTEMPTS = 5
+
+
+def _ensure_controller_agent_once(book: RuntimeBook, governor: str) -> None:
     world = book.world
     row = book.store.read.get("agents", agent_id=CONTROLLER_AGENT)
     if row is None:
@@ -111,7 +130,6 @@ def ensure_controller_agent(book: RuntimeBook, governor: str) -> str:
     held = set((row or {}).get("capability_profile", {}).get("capabilities", []))
     if not set(CONTROLLER_CAPABILITIES) <= held:
         world.grant(governor, CONTROLLER_AGENT, capabilities=sorted(held | set(CONTROLLER_CAPABILITIES)))
-    return CONTROLLER_AGENT
 
 
 class ControllerLoop:
