@@ -24,6 +24,7 @@ not UTF-8 is refused naming the file, the byte offset and the line. YAML *syntax
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -197,5 +198,34 @@ def _unshared(value: Any) -> Any:
     return value
 
 
-__all__ = ["ALIAS_BUDGET", "MAX_YAML_BYTES", "MAX_YAML_DEPTH", "YamlDocument", "load_yaml", "load_yaml_data",
-           "parse_yaml", "parse_yaml_data", "read_yaml_text"]
+
+def node_line(node: Any, loc: Sequence[str | int]) -> int | None:
+    """The 1-based line of the deepest YAML node on ``loc`` (a pydantic or condition path) under ``node``;
+    None when there is no node. Shared by every loader that reports ``file:line: field``."""
+    if node is None:
+        return None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            found = next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == str(part)),
+                         None)
+            if found is None:
+                break
+            node = found
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+            node = node.value[part]
+        else:
+            break
+    return int(node.start_mark.line) + 1
+
+__all__ = [
+    "ALIAS_BUDGET",
+    "MAX_YAML_BYTES",
+    "MAX_YAML_DEPTH",
+    "YamlDocument",
+    "load_yaml",
+    "load_yaml_data",
+    "node_line",
+    "parse_yaml",
+    "parse_yaml_data",
+    "read_yaml_text",
+]

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from engine.contracts.json_schema import SchemaProblem
 from engine.contracts.model import ActionContract, CompensationKind
 from engine.errors import ContractInvalid, NotFound, YamlRefused
-from engine.yaml_input import load_yaml
+from engine.yaml_input import load_yaml, node_line
 
 #: The repository's contracts (governance edits them; a deployment may point elsewhere).
 DEFAULT_CONTRACT_DIR = Path(__file__).resolve().parents[2] / "contracts"
@@ -139,20 +139,7 @@ def _check_duplicate_keys(path: Path, node: yaml.Node) -> None:
 
 def line_of(node: yaml.Node | None, loc: Sequence[str | int]) -> int:
     """The 1-based line of the deepest node on ``loc`` (0 when there is no node)."""
-    if node is None:
-        return 0
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            found = next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == str(part)),
-                         None)
-            if found is None:
-                break
-            node = found
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
-            node = node.value[part]
-        else:
-            break
-    return int(node.start_mark.line) + 1
+    return node_line(node, loc) or 0
 
 
 __all__ = ["DEFAULT_CONTRACT_DIR", "ContractBook", "line_of", "load_contract_file", "load_contracts"]

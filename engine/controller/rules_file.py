@@ -46,7 +46,7 @@ from engine.controller.conditions import (
 from engine.controller.durable_host import Binding, RuleSet
 from engine.controller.errors import RuleFileError
 from engine.errors import YamlRefused
-from engine.yaml_input import load_yaml
+from engine.yaml_input import load_yaml, node_line
 
 RULESET_NAME = "pmw"
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
@@ -162,20 +162,7 @@ def _check_duplicate_keys(path: Path, node: Any) -> None:
 
 def _line_of(node: Any, loc: Sequence[str | int]) -> int | None:
     """The 1-based line of the deepest YAML node on ``loc`` (a pydantic or condition path)."""
-    if node is None:
-        return None
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            found = next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == str(part)),
-                         None)
-            if found is None:
-                break
-            node = found
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
-            node = node.value[part]
-        else:
-            break
-    return int(node.start_mark.line) + 1
+    return node_line(node, loc)
 
 
 def _rule_name(data: Any, loc: Sequence[str | int]) -> str | None:
