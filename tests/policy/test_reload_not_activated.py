@@ -6,7 +6,6 @@ the PDP kept the new set while the store kept the old epoch, and every later dec
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,14 +13,7 @@ import pytest
 from engine.errors import StoreUnavailable
 from engine.policy.deployment import CURRENT
 from engine.runtime import Runtime, probe_epoch
-from tests.conftest import REPO, add_agent, runtime_on_policy_copy
-
-
-@pytest.fixture
-def runtime(tmp_path: Path, policy_deployment: Path) -> Iterator[Runtime]:  # policy_deployment: needs Cerbos
-    rt = runtime_on_policy_copy(tmp_path, "policies-a")
-    yield rt
-    rt.close()
+from tests.conftest import REPO, add_agent
 
 
 def _another_set(tmp_path: Path) -> Path:

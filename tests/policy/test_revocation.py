@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from engine.errors import PolicyRejected
 from engine.runtime import Runtime
-from tests.conftest import add_agent, runtime_on_policy_copy
+from tests.conftest import add_agent
 
 CONTRACTOR_RULES = """
     # Contractors may no longer take queued work (added by a governance change in this test).
@@ -21,13 +20,6 @@ CONTRACTOR_RULES = """
         match:
           expr: P.attr.role == "contractor"
 """
-
-
-@pytest.fixture
-def runtime(tmp_path: Path, policy_deployment: Path) -> Iterator[Runtime]:  # policy_deployment: needs Cerbos
-    rt = runtime_on_policy_copy(tmp_path, "policies")
-    yield rt
-    rt.close()
 
 
 def _add_rule(policy: Path, action: str) -> None:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from engine.runtime import Runtime, probe_epoch
-from tests.conftest import REPO, add_agent, runtime_on_policy_copy
+from tests.conftest import REPO, add_agent
 
 EXTRA_RULE = """
     # A governance change of this test: nobody may write the key "frozen".
@@ -21,13 +20,6 @@ EXTRA_RULE = """
         match:
           expr: R.id == "frozen"
 """
-
-
-@pytest.fixture
-def runtime(tmp_path: Path, policy_deployment: Path) -> Iterator[Runtime]:  # policy_deployment: needs Cerbos
-    rt = runtime_on_policy_copy(tmp_path, "policies-a")
-    yield rt
-    rt.close()
 
 
 def _set_b(tmp_path: Path) -> Path:
