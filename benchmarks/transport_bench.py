@@ -134,12 +134,35 @@ def timed(samples: Samples, call: Callable[[], Any]) -> Any:
 
 # -- the world in process ------------------------------------------------------------------------------------
 
+def paired_rounds(column: str, calls: int, warmup: int, server_pid: int | None,
+                  read: Callable[[], object], write: Callable[[int], object]) -> dict[str, Samples]:
+    """``warmup + calls`` rounds of one ``allowed_actions`` (``read()``) then one compare-and-set
+    (``write(n)``), each timed; the first ``warmup`` rounds are not kept. The CPU of the measured rounds (this
+    process's and the server's) goes to ``CPU[column]``. ``read`` and ``write`` raise on a wrong answer."""
+    out = {"allowed_actions": Samples(), "compare_and_set_state": Samples()}
+    meter: CpuMeter | None = None
+    for n in range(warmup + calls):
+        keep = n >= warmup
+        if n == warmup:
+            meter = CpuMeter(server_pid)
+        started = time.perf_counter()
+        read()
+        if keep:
+            out["allowed_actions"].add(time.perf_counter() - started)
+        started = time.perf_counter()
+        write(n)
+        if keep:
+            out["compare_and_set_state"].add(time.perf_counter() - started)
+    assert meter is not None
+    CPU[column] = meter.per_call_ms(2 * calls)
+    return out
+
+
 def bench_in_process(root: Path, calls: int, warmup: int) -> dict[str, Samples]:
     """``allowed_actions`` and a compare-and-set on an embedded world of its own (its own PDP)."""
     from engine.runtime import Runtime
     from engine.settings import load_settings
 
-    out = {"allowed_actions": Samples(), "compare_and_set_state": Samples()}
     data = root / "in-process"
     data.mkdir()
     settings = load_settings(db_url=f"sqlite:///{data / 'world.db'}", artifact_dir=str(data / "artifacts"))
@@ -151,22 +174,13 @@ def bench_in_process(root: Path, calls: int, warmup: int) -> dict[str, Samples]:
         world.activate_session("term:t-alice")
         world.grant(GOVERNOR, "alice", capabilities=["state.write"])
         version = world.compare_and_set_state("alice", "plan", 0, {"n": 0}).version
-        meter: CpuMeter | None = None
-        for n in range(warmup + calls):
-            if n == warmup:
-                meter = CpuMeter(None)
-            keep = n >= warmup
-            started = time.perf_counter()
-            world.allowed_actions("alice", "state", "plan")
-            if keep:
-                out["allowed_actions"].add(time.perf_counter() - started)
-            started = time.perf_counter()
+
+        def write(n: int) -> None:
+            nonlocal version
             version = world.compare_and_set_state("alice", "plan", version, {"n": n}).version
-            if keep:
-                out["compare_and_set_state"].add(time.perf_counter() - started)
-        assert meter is not None
-        CPU["in_process"] = meter.per_call_ms(2 * calls)
-    return out
+
+        return paired_rounds("in_process", calls, warmup, None,
+                             lambda: world.allowed_actions("alice", "state", "plan"), write)
 
 
 # -- the server ------------------------------------------------------------------------------------------------
@@ -276,36 +290,28 @@ class Rest:
 
 
 def bench_rest(server: Server, token: str, calls: int, warmup: int) -> dict[str, Samples]:
-    out = {"allowed_actions": Samples(), "compare_and_set_state": Samples()}
     rest = Rest(server.url, token)
     try:
         status, response, answer = rest.send("PUT", "/v1/state/plan", {"value": {"n": 0}}, {"If-None-Match": "*"})
         if status not in (200, 201):
             raise BenchmarkFailed(f"REST PUT /v1/state/plan: {status} {answer}")
         etag = response.getheader("ETag") or '"1"'
-        meter: CpuMeter | None = None
-        for n in range(warmup + calls):
-            keep = n >= warmup
-            if n == warmup:
-                meter = CpuMeter(server.proc.pid if server.proc is not None else None)
-            started = time.perf_counter()
+
+        def read() -> None:
             status, _, answer = rest.send("GET", "/v1/agents/alice/allowed-actions?kind=state&ident=plan")
-            if keep:
-                out["allowed_actions"].add(time.perf_counter() - started)
             if status != 200:
                 raise BenchmarkFailed(f"REST allowed-actions: {status} {answer}")
-            started = time.perf_counter()
+
+        def write(n: int) -> None:
+            nonlocal etag
             status, response, answer = rest.send("PUT", "/v1/state/plan", {"value": {"n": n}}, {"If-Match": etag})
-            if keep:
-                out["compare_and_set_state"].add(time.perf_counter() - started)
             if status != 200:
                 raise BenchmarkFailed(f"REST PUT /v1/state/plan: {status} {answer}")
             etag = response.getheader("ETag") or f'"{int(etag.strip(chr(34))) + 1}"'
-        assert meter is not None
-        CPU["rest"] = meter.per_call_ms(2 * calls)
+
+        return paired_rounds("rest", calls, warmup, server.proc.pid if server.proc is not None else None, read, write)
     finally:
         rest.close()
-    return out
 
 
 def mcp_available(server: Server) -> bool:
@@ -404,30 +410,20 @@ class RawMcp:
 
 
 def bench_mcp_raw(server: Server, token: str, calls: int, warmup: int) -> dict[str, Samples]:
-    out = {"allowed_actions": Samples(), "compare_and_set_state": Samples()}
     raw = RawMcp(server.url, token)
     try:
         version = int(raw.call_tool("compare_and_set_state", {"key": "raw-plan", "expected_version": 0,
                                                               "value": {"n": 0}})["version"])
-        meter: CpuMeter | None = None
-        for n in range(warmup + calls):
-            keep = n >= warmup
-            if n == warmup:
-                meter = CpuMeter(server.proc.pid if server.proc is not None else None)
-            started = time.perf_counter()
-            raw.call_tool("allowed_actions", {"kind": "state", "ident": "raw-plan"})
-            if keep:
-                out["allowed_actions"].add(time.perf_counter() - started)
-            started = time.perf_counter()
+
+        def write(n: int) -> None:
+            nonlocal version
             version = int(raw.call_tool("compare_and_set_state", {"key": "raw-plan", "expected_version": version,
                                                                   "value": {"n": n}})["version"])
-            if keep:
-                out["compare_and_set_state"].add(time.perf_counter() - started)
-        assert meter is not None
-        CPU["mcp_raw"] = meter.per_call_ms(2 * calls)
+
+        return paired_rounds("mcp_raw", calls, warmup, server.proc.pid if server.proc is not None else None,
+                             lambda: raw.call_tool("allowed_actions", {"kind": "state", "ident": "raw-plan"}), write)
     finally:
         raw.close()
-    return out
 
 
 # -- push -------------------------------------------------------------------------------------------------------
