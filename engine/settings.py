@@ -18,6 +18,8 @@
 ``PMW_DECISION_MEMO_SIZE``  decisions remembered per policy epoch (``engine.policy.decision_memo``); default 0:
                         off, so the PDP's decision log holds every decision (``pmw audit``); a remembered
                         decision is answered without the PDP and is not logged again
+``PMW_CONSOLE_REPORTS``  the directory the console browses simulation reports from (``/console/reports``);
+                        default ``./sim-out``, where ``pmw simulate`` writes
 
 A bad value fails with :class:`~engine.errors.InvalidInput` naming the variable.
 """
@@ -53,6 +55,7 @@ class Settings(BaseSettings):
     pdp_timeout_s: float = Field(default=2.0, gt=0, le=60)
     policy_deploy_root: Path | None = None
     decision_memo_size: int = Field(default=0, ge=0, le=10_000_000)
+    console_reports: Path = Path("sim-out")
 
     def pdp_address_list(self) -> list[str]:
         """The external PDP replicas' gRPC addresses (``PMW_PDP_ADDRESS`` first, then ``PMW_PDP_ADDRESSES``),

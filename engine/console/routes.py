@@ -14,7 +14,6 @@ The session cookie is HttpOnly, SameSite=Strict, ``Secure`` when the request cam
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,7 +36,6 @@ if TYPE_CHECKING:
     from engine.service.host import Service
 
 PREFIX = "/console"
-REPORTS_ENV = "PMW_CONSOLE_REPORTS"  # the reports directory (default: ./sim-out, where pmw simulate writes)
 STATIC_FILES = {"console.css": "text/css; charset=utf-8", "console.js": "text/javascript; charset=utf-8"}
 MAX_FORM_BYTES = min(MAX_BODY_BYTES, 64 * 1024)
 
@@ -95,8 +93,7 @@ def query_of(request: Request) -> dict[str, str]:
 
 def mount(app: FastAPI, service: Service) -> None:
     """Add the console's routes to ``app``."""
-    reports = Path(os.environ.get(REPORTS_ENV) or "sim-out")
-    console = Console(service, reports)
+    console = Console(service, service.settings.console_reports)  # PMW_CONSOLE_REPORTS
     _mount_sign_in(app, console)
     _mount_policies(app, console)
     _mount_pages(app, console)
@@ -303,4 +300,4 @@ def _mount_reports(app: FastAPI, console: Console) -> None:
         return FileResponse(path, media_type=media, headers=headers)
 
 
-__all__ = ["PREFIX", "REPORTS_ENV", "Console", "approve_as_seen", "mount"]
+__all__ = ["PREFIX", "Console", "approve_as_seen", "mount"]
