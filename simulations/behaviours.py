@@ -319,24 +319,21 @@ def resolve_conflict(convo: Conversation) -> Rule:
 
 
 REJECTION_REASON = "contradicts what I know; rejected in review"
-REVIEW_CAUSE = "memory_review"  # the cause rules/memory_review.yaml gives the reviewer's wake
 
 
 def review_candidate(convo: Conversation, *, promote: bool) -> Rule:
     """A candidate memory in my view that was routed to me, not my own: promote it or reject it with
     :data:`REJECTION_REASON`, on the version my view shows (a memory changed since is a conflict, never a
-    lost review). Routed to me: its ``reviewer`` is me, or the wake names it (``payload.memory``), or, as
-    the controller's ``route_review`` does today (it records the routing as its decision, not on the row),
-    the wake is a review wake (cause :data:`REVIEW_CAUSE`) and the candidate names no reviewer. The PDP
-    shows candidates only to reviewers. One verdict per wake; the rest wait for the next. A candidate
-    another reviewer holds is left alone."""
+    lost review). Routed to me: its ``reviewer`` is me (the controller's ``route_review`` records the
+    reviewer it routes a candidate to on the memory, in its step), or the candidate names no reviewer and
+    the wake names it (``payload.memory``). The PDP shows candidates only to reviewers. One verdict per
+    wake; the rest wait for the next. A candidate another reviewer holds is left alone, and so is one
+    routed to nobody: a review wake alone never makes a candidate mine."""
     def rule(agent: Agent, view: WorldView, wake: Wake) -> AgentDecision | None:
         woken_for = wake.payload.get("memory")
-        review_wake = wake.cause == REVIEW_CAUSE
         routed = sorted((m for m in (*view.working_memory, *view.shared_facts)
                          if m.status.value == "candidate" and m.owner != agent.agent_id
-                         and (m.reviewer == agent.agent_id or m.memory_id == woken_for
-                              or (m.reviewer is None and review_wake))),
+                         and (m.reviewer == agent.agent_id or (m.reviewer is None and m.memory_id == woken_for))),
                         key=lambda m: m.memory_id)
         if not routed:
             return None

@@ -177,7 +177,7 @@ class _Fold:
     clearance: dict[str, int] = field(default_factory=dict)
     agent_list: list[str] = field(default_factory=list)
     memories: dict[str, _Memory] = field(default_factory=dict)   # memory id -> what its visibility depends on
-    reviewers: dict[str, str] = field(default_factory=dict)      # candidate memory -> the reviewer it was routed to
+    reviewers: dict[str, str] = field(default_factory=dict)      # memory -> its row's reviewer (the routed one)
     verdicts: Counter[str] = field(default_factory=Counter)       # memory.promote / memory.reject by reviewers
     private_shown: int = 0
     shared_shown: int = 0
@@ -278,8 +278,6 @@ class _Folder:
         for w in _inserted(e, "wakes"):
             self._new_wake(w, t)
         for d in e["payload"].get("decisions", []):
-            if d.get("kind") == "route_review" and d.get("memory") and d.get("reviewer"):
-                self.f.reviewers[str(d["memory"])] = str(d["reviewer"])
             if d.get("kind") == "suppress":
                 reason = str(d.get("reason"))
                 self.f.suppress_reasons[reason] += 1

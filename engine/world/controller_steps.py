@@ -5,7 +5,10 @@ A step holds, for the event at ``position``:
 * the compare-and-set of the controller's position (two controllers of one world cannot both commit it);
 * the stored facts it upserted and retracted (``controller_facts``: its mirror, rebuilt from SQL on start);
 * the wakes it decided, inserted with their idempotency keys (a key already queued is skipped);
-* its other decisions and every suppression with its reason, in the step event's payload.
+* its other decisions and every suppression with its reason, in the step event's payload;
+* the reviewer each ``route_review`` decision routes a memory candidate to, set as the memory's ``reviewer``
+  (the first route of a candidate that has none: that reviewer, and only it, may review, promote or reject it;
+  a memory no longer a candidate, already held by a reviewer, or owned by the reviewer is left as it is).
 
 A leader's step records its lease generation (``payload.generation``); committed inside the leader's fence
 (:meth:`engine.controller.leadership.ControllerLeadership.fenced`), the gateway refuses it from a stale
@@ -26,6 +29,7 @@ from pydantic import Field
 
 from engine.errors import VersionConflict
 from engine.models.common import Id, JsonValue, Model, TimeUs
+from engine.models.memory import MemoryStatus
 from engine.models.wakes import Wake, WakeStatus
 from engine.validation import build, check_id
 from engine.world.core import Cause, Plan, WorldCore
@@ -118,6 +122,7 @@ class ControllerStepCalls(WorldCore):
                 "position": req.position, "steps": int(pos["steps"]) + 1, "updated_at_us": now},
                 "controller", req.world_id))
         changes += self._fact_changes(req, now)
+        changes += self._reviewer_changes(req, now)
         wake_ids: list[str] = []
         skipped: list[str] = []
         for w in req.wakes:
@@ -168,6 +173,26 @@ class ControllerStepCalls(WorldCore):
                 changes.append(Update("controller_facts", {"world_id": req.world_id, "fact_id": fact_id},
                                       int(row["version"]), {"active": False, "updated_at_us": now},
                                       "controller_fact", fact_id))
+        return changes
+
+    def _reviewer_changes(self, req: ControllerStep, now: int) -> list[Change]:
+        """The compare-and-sets that record, on each memory candidate the step routes to a reviewer, that
+        reviewer (the first route per memory; see the module docstring for what is left alone)."""
+        changes: list[Change] = []
+        routed: set[str] = set()
+        for d in req.decisions:
+            memory_id, reviewer = d.get("memory"), d.get("reviewer")
+            if d.get("kind") != "route_review" or not isinstance(memory_id, str) or not isinstance(reviewer, str):
+                continue
+            if memory_id in routed:
+                continue
+            row = self._store.read.get("memory", memory_id=memory_id)
+            if (row is None or row["status"] != MemoryStatus.CANDIDATE.value or row["reviewer"] is not None
+                    or row["owner"] == reviewer):
+                continue
+            changes.append(Update("memory", {"memory_id": memory_id}, int(row["version"]),
+                                  {"reviewer": reviewer, "updated_at_us": now}, "memory", memory_id))
+            routed.add(memory_id)
         return changes
 
     def controller_position(self, world_id: str) -> ControllerPosition | None:

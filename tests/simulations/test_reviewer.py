@@ -77,3 +77,37 @@ def test_a_review_wake_without_a_candidate_is_no_action(tmp_path: Path, sim_sett
     assert rita_receipts(events) == [("no_action", "no_action")]
     assert not [e for e in events if e["event_type"].startswith("memory.") and e["event_type"] != "memory.stored"]
     assert result.metrics.counts["memories_promoted"] == result.metrics.counts["memories_rejected"] == 0
+
+
+def test_the_route_records_its_reviewer_on_the_memory(shipped: Callable[[str], Result]) -> None:
+    """The controller's step sets the routed reviewer on the candidate (``Memory.reviewer``) before anyone
+    reviews it: the routing is on the memory, not only in the step's decision record."""
+    events = log(shipped("candidate_memory.yaml"))
+    mid = candidate(events)
+    (step,) = [e for e in events if e["event_type"] == "controller.step"
+               and any(d["kind"] == "route_review" for d in e["payload"]["decisions"])]
+    assigned = [c for c in step["changes"] if c.get("table") == "memory"]
+    assert [(c["op"], c["key"]["memory_id"], c["values"]["reviewer"]) for c in assigned] == [("update", mid, "rita")]
+    (verdict,) = [e for e in events if e["event_type"] == "memory.promote"]
+    assert step["seq"] < verdict["seq"]
+
+
+def test_only_the_routed_reviewer_reviews_when_two_could(tmp_path: Path, sim_settings: Settings) -> None:
+    """Bo is a reviewer too, so the candidate is routed to both and both are woken; the first route is the
+    one recorded on the memory, and only that reviewer gives the verdict: the other's review wake is
+    no_action (before the fix both saw an unassigned candidate and raced for it)."""
+    scenario = load_scenario(SCENARIOS / "candidate_memory.yaml", {
+        "agents.2.role": "reviewer", "agents.2.capabilities": ["state.write", "memory.review"]})
+    result = run_scenario_file(scenario, tmp_path, settings=sim_settings, plots=False)
+    events = log(result)
+    mid = candidate(events)
+    steps = [d for e in events if e["event_type"] == "controller.step" for d in e["payload"]["decisions"]
+             if d["kind"] == "route_review"]
+    assert sorted(d["reviewer"] for d in steps) == ["bo", "rita"]
+    first = steps[0]["reviewer"]
+    (assigned,) = [c["values"]["reviewer"] for e in events if e["event_type"] == "controller.step"
+                   for c in e["changes"] if c.get("table") == "memory"]
+    assert assigned == first
+    (verdict,) = [e for e in events if e["event_type"] in ("memory.promote", "memory.reject")]
+    assert (verdict["event_type"], verdict["actor_id"], verdict["subject_id"]) == ("memory.promote", first, mid)
+    assert not [e for e in events if e["event_type"].startswith("memory.") and e["actor_id"] not in ("ada", first)]
