@@ -19,4 +19,10 @@ class StateEntry(Model):
     updated_at_us: TimeUs
 
 
-__all__ = ["StateEntry", "StateKey"]
+class StateRead(StateEntry):
+    """An entry as read, with the read token a write computed from it may pass (``engine.world.read_set``)."""
+
+    read_token: str
+
+
+__all__ = ["StateEntry", "StateKey", "StateRead"]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, cast
 
 from engine.commands.state import AppendEvent, CompareAndSetState
 from engine.errors import InvalidInput
 from engine.models.common import Id, Model, TimeUs
 from engine.models.events import Event
-from engine.models.state import StateEntry
+from engine.models.state import StateEntry, StateRead
 from engine.policy.attributes import GOVERNOR_ROLE
 from engine.policy.enforcement import Check
 from engine.policy.model import ACTOR_ROLE_FIELD, DECISION_EVENTS
@@ -17,7 +18,9 @@ from engine.world.core import Cause, Plan, WorldCore
 from engine.world.event_types import append_refusal
 from engine.world.list_limits import MAX_EVENTS, check_limit
 from engine.world.log_view import shown_records
+from engine.world.read_set import fence, issue
 from store import Insert, Update
+from store.fences import Fence
 
 
 class EventRef(Model):
@@ -29,10 +32,12 @@ class EventRef(Model):
 
 
 class StateCalls(WorldCore):
-    def get_state(self, key: str, *, actor: str | None = None) -> StateEntry:
-        """The current entry for ``key``; raises ``NotFound``."""
+    def get_state(self, key: str, *, actor: str | None = None) -> StateRead:
+        """The current entry for ``key`` with its read token (pass it to ``compare_and_set_state`` so the
+        write is refused if the key changed since: ``engine.world.read_set``); raises ``NotFound``."""
         k = build(CompareAndSetState, key=key, expected_version=0, value=None).key
-        return self._get(StateEntry, "state_entries", "state", k, actor, key=k)
+        entry = self._get(StateEntry, "state_entries", "state", k, actor, key=k)
+        return StateRead(**entry.model_dump(), read_token=issue([(entry.key, entry.version)]))
 
     def list_state(self, prefix: str = "", limit: int = 1000, *, actor: str | None = None) -> list[StateEntry]:
         """Entries whose key starts with ``prefix``, in key order, at most ``limit`` (1 to 100,000)."""
@@ -42,15 +47,34 @@ class StateCalls(WorldCore):
         return [e for e in entries if e.key.startswith(prefix)][:limit]
 
     def compare_and_set_state(self, actor: str, key: str, expected_version: int, value: Any, *,
-                              op_id: str | None = None, cause: Cause | None = None) -> StateEntry:
-        """Write ``value`` only if ``key`` is at ``expected_version`` (0: the key must not exist yet).
+                              read_token: str | None = None, op_id: str | None = None,
+                              cause: Cause | None = None) -> StateEntry:
+        """Write ``value`` only if ``key`` is at ``expected_version`` (0: the key must not exist yet) and,
+        with ``read_token``, only if every key that read saw is still at the version it was read at.
 
-        Raises ``VersionConflict`` (with the current version) on a stale write, ``AlreadyExists`` when
-        creating a key that exists, ``NotFound`` when updating a key that does not.
+        Raises ``VersionConflict`` (with the current version) on a stale write, ``StaleRead`` (what changed)
+        when the read set moved on, ``InvalidInput`` on a token this server did not issue, ``AlreadyExists``
+        when creating a key that exists, ``NotFound`` when updating a key that does not.
         """
-        req = build(CompareAndSetState, key=key, expected_version=expected_version, value=value)
-        return self._write("compare_and_set_state", actor, req, lambda now: self._plan_cas(actor, req, now),
-                           StateEntry, op_id=op_id, cause=cause)
+        req = build(CompareAndSetState, key=key, expected_version=expected_version, value=value,
+                    read_token=read_token)
+        with self._read_set_fence(req.read_token):
+            return self._write("compare_and_set_state", actor, req, lambda now: self._plan_cas(actor, req, now),
+                               StateEntry, op_id=op_id, cause=cause)
+
+    def _read_set_fence(self, read_token: str | None) -> AbstractContextManager[None]:
+        """The write's read-set check, run by the gateway in the write's transaction (none without a token).
+        A planned batch commits later, outside this call: a token there is refused (the batch's committer
+        fences the batch's commit with ``read_set.fence`` itself)."""
+        if read_token is None:
+            return nullcontext()
+        checked = fence(read_token)
+        if getattr(self._planning_now, "batch", None) is not None:
+            raise InvalidInput("read_token", "not accepted in a planned batch: fence the batch's commit instead")
+        # The fence goes on the database this World's door commits to (the agent-facing World holds only a
+        # reader). store.fences.Fence names its two lease fences; it calls any fence's check(cur, dialect)
+        # alike. (A ``Door.fenced`` and ReadSetFence in ``Fence`` would drop both the reach and the cast.)
+        return self._door._store.fenced(cast(Fence, checked))
 
     @staticmethod
     def _plan_cas(actor: str, req: CompareAndSetState, now: int) -> Plan:

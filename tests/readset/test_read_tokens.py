@@ -1,0 +1,66 @@
+"""Read-set tokens through the World (seed 004; issue 16 item 6): a read's token refuses a write whose read set
+moved on, even when the write's ``expected_version`` was patched to the current one; a token edited to pass
+is refused as not issued here; no token is today's behaviour. On every backend (SQLite in memory and in a
+file, PostgreSQL)."""
+
+from __future__ import annotations
+
+import base64
+
+import orjson
+import pytest
+
+from engine.errors import InvalidInput, VersionConflict
+from engine.world import World
+from engine.world.read_set import StaleRead, issue
+
+
+def test_a_stale_proposal_resent_with_a_patched_version_is_refused_with_its_token(world: World) -> None:
+    world.compare_and_set_state("alice", "plan", 0, {"steps": 1})
+    read = world.get_state("plan", actor="alice")
+    world.compare_and_set_state("bob", "plan", read.version, {"steps": 2})  # bob moves the key on
+    with pytest.raises(VersionConflict) as conflict:  # the stale write, and the version it is told about
+        world.compare_and_set_state("alice", "plan", read.version, {"steps": 10})
+    with pytest.raises(StaleRead) as stale:  # alice copies the current version in and resends: refused
+        world.compare_and_set_state("alice", "plan", conflict.value.current, {"steps": 10},
+                                    read_token=read.read_token)
+    assert stale.value.code == "stale_read"
+    assert stale.value.details() == {"changed": [{"key": "plan", "read_version": 1, "current_version": 2}]}
+    assert (world.get_state("plan").value, world.get_state("plan").version) == ({"steps": 2}, 2)
+    fresh = world.get_state("plan", actor="alice")  # re-read and recompute: passes
+    done = world.compare_and_set_state("alice", "plan", fresh.version, {"steps": 3}, read_token=fresh.read_token)
+    assert (done.version, world.get_state("plan").value) == (3, {"steps": 3})
+    # no token: today's behaviour, the patched resend overwrites (what the token exists to refuse)
+    assert world.compare_and_set_state("alice", "plan", 3, {"steps": 10}).version == 4
+
+
+def test_a_change_to_another_key_of_the_read_set_refuses_the_write(world: World) -> None:
+    world.compare_and_set_state("alice", "budget", 0, 100)
+    world.compare_and_set_state("alice", "spend", 0, 40)
+    budget, spend = world.get_state("budget"), world.get_state("spend")
+    token = issue([(budget.key, budget.version), (spend.key, spend.version), ("limit", 0)])  # a projection's
+    world.compare_and_set_state("bob", "budget", 1, 50)
+    with pytest.raises(StaleRead) as stale:  # writes only spend, at its right version: budget moved on
+        world.compare_and_set_state("alice", "spend", spend.version, 90, read_token=token)
+    assert stale.value.changed == [{"key": "budget", "read_version": 1, "current_version": 2}]
+    assert world.get_state("spend").version == 1
+    world.compare_and_set_state("bob", "limit", 0, 7)  # a key read absent that exists now is a change too
+    with pytest.raises(StaleRead) as again:
+        world.compare_and_set_state("alice", "spend", 1, 90, read_token=issue([("limit", 0), ("spend", 1)]))
+    assert again.value.changed == [{"key": "limit", "read_version": 0, "current_version": 1}]
+    assert world.get_state("spend").value == 40
+
+
+def test_a_token_edited_to_pass_is_refused_and_nothing_is_written(world: World) -> None:
+    world.compare_and_set_state("alice", "plan", 0, "a")
+    read = world.get_state("plan")
+    world.compare_and_set_state("bob", "plan", 1, "b")
+    prefix, payload, mac = read.read_token.split(".")
+    pairs = orjson.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    assert pairs == [["plan", 1]]
+    forged_payload = base64.urlsafe_b64encode(orjson.dumps([["plan", 2]])).rstrip(b"=").decode()
+    for forged in (f"{prefix}.{forged_payload}.{mac}", f"{prefix}.{forged_payload}", "rs1..", "x" * 40):
+        with pytest.raises(InvalidInput) as refused:
+            world.compare_and_set_state("alice", "plan", 2, "c", read_token=forged)
+        assert refused.value.field == "read_token", forged
+    assert (world.get_state("plan").value, world.get_state("plan").version) == ("b", 2)
