@@ -1,6 +1,6 @@
 """Using capabilities, and approvals for S3 side effects (irreversible, external): a governor approves
 one exact action (kind, object, action, payload) under one policy epoch until an expiry, and the
-invocation it names spends it."""
+invocation it names spends it; or denies it for good."""
 
 from __future__ import annotations
 
@@ -48,6 +48,18 @@ class Approve(Command):
     ttl_seconds: float = Field(default=3600, gt=0, le=MAX_APPROVAL_TTL_S)
 
 
+class DenyApproval(Command):
+    """A governor denies a pending approval: it is rejected for good (never approved, never spent), binding
+    the governor who decided and the current policy epoch; the requester's invocation then fails."""
+
+    name = "deny_approval"
+    events = ("approval.reject",)
+    agent_effect = True
+    ref_field = "approval_id"
+
+    approval_id: Id
+
+
 class Invoke(Command):
     """Ask the policy before using a capability (a tool, or memory, state or an artifact as an input) and
     record the use. ``side_effect`` S3 needs an approval (``approval_id``) bound to exactly this invocation,
@@ -69,4 +81,4 @@ class Invoke(Command):
         return f"{self.kind}:{self.ident}"
 
 
-__all__ = ["INVOKABLE_KINDS", "Approve", "Invoke", "RequestApproval"]
+__all__ = ["INVOKABLE_KINDS", "Approve", "DenyApproval", "Invoke", "RequestApproval"]

@@ -2,11 +2,11 @@
 
 Every page but the sign-in form needs a token (the session cookie set at sign-in, or ``Authorization:
 Bearer``) proven as the API proves it, and a governor or reviewer (``engine.console.viewer``): refusals have
-the API's statuses (401, 403). Every state-changing form (sign-in, sign-out, deploy, rollback, approve)
+the API's statuses (401, 403). Every state-changing form (sign-in, sign-out, deploy, rollback, approve, deny)
 carries a CSRF secret checked on the server before anything is read: the session's, or, for the sign-in
 form, a double-submit cookie. Actions are the calls any client makes (``GovernanceCalls.reload``,
-``World.approve``), so the PDP, the token's scope and the gateway refuse what they refuse elsewhere
-(a reviewer's deploy is ``PolicyDenied``).
+``World.approve``, ``World.deny_approval``), so the PDP, the token's scope and the gateway refuse what
+they refuse elsewhere (a reviewer's deploy is ``PolicyDenied``).
 
 The session cookie is HttpOnly, SameSite=Strict, ``Secure`` when the request came over https, and path
 ``/console``.
@@ -224,8 +224,9 @@ def _mount_approvals(app: FastAPI, console: Console) -> None:
     async def approvals(request: Request) -> Response:
         return await console.page(request, "approvals.html", page_data.approvals)
 
-    @app.post(PREFIX + "/approvals/approve", include_in_schema=False)
-    async def approve(request: Request) -> Response:
+    async def decide(request: Request, work: Callable[[PrincipalCalls, dict[str, str]], Any], done: str) -> Response:
+        """A governor's decision on a pending approval: the page again, with the outcome (``done``) or the
+        refusal."""
         try:
             viewer = await console.viewer(request)
             form = await form_of(request)
@@ -235,7 +236,7 @@ def _mount_approvals(app: FastAPI, console: Console) -> None:
 
         def run(calls: PrincipalCalls) -> dict[str, Any]:
             try:
-                notice: Any = {"approved": approve_as_seen(calls, form)}
+                notice: Any = {done: work(calls, form)}
                 status = 200
             except PMWError as exc:
                 notice, status = {"refused": Refused(exc.code, exc.message)}, status_of(exc)
@@ -247,11 +248,18 @@ def _mount_approvals(app: FastAPI, console: Console) -> None:
         status = context.pop("_status")
         return render("approvals.html", status, viewer=viewer, **context)
 
+    @app.post(PREFIX + "/approvals/approve", include_in_schema=False)
+    async def approve(request: Request) -> Response:
+        return await decide(request, approve_as_seen, "approved")
 
-def approve_as_seen(calls: PrincipalCalls, form: dict[str, str]) -> Any:
-    """``World.approve`` of the approval the governor saw: refused (``ApprovalInvalid``) unless it is still
-    pending with the action hash the page showed, and the policy epoch is still the one the page showed
-    (the approval binds that epoch); the approval's expiry is ``ttl_seconds`` from now."""
+    @app.post(PREFIX + "/approvals/deny", include_in_schema=False)
+    async def deny(request: Request) -> Response:
+        return await decide(request, deny_as_seen, "denied")
+
+
+def check_as_seen(calls: PrincipalCalls, form: dict[str, str]) -> str:
+    """The id of the approval the governor saw, still pending with the action hash the page showed under
+    the policy epoch the page showed (else ``ApprovalInvalid``)."""
     approval_id = form.get("approval_id", "")
     approval = calls.world("get_approval", approval_id=approval_id)
     current = calls.world("current_policy_epoch")
@@ -264,12 +272,25 @@ def approve_as_seen(calls: PrincipalCalls, form: dict[str, str]) -> Any:
     for failed, reason in problems:
         if failed:
             raise ApprovalInvalid(calls.principal.agent_id, approval_id, reason)
+    return approval_id
+
+
+def approve_as_seen(calls: PrincipalCalls, form: dict[str, str]) -> Any:
+    """``World.approve`` of the approval the governor saw (:func:`check_as_seen`; the approval binds that
+    epoch); the approval's expiry is ``ttl_seconds`` from now."""
+    approval_id = check_as_seen(calls, form)
     ttl = form.get("ttl_seconds") or "3600"
     try:
         seconds = float(ttl)
     except ValueError:
         raise InvalidInput("ttl_seconds", f"{ttl[:20]!r} is not a number of seconds") from None
     return calls.world("approve", approval_id=approval_id, ttl_seconds=seconds)
+
+
+def deny_as_seen(calls: PrincipalCalls, form: dict[str, str]) -> Any:
+    """``World.deny_approval`` of the approval the governor saw (:func:`check_as_seen`): rejected for good,
+    the requester's invocation then fails with ``approval_invalid``."""
+    return calls.world("deny_approval", approval_id=check_as_seen(calls, form))
 
 
 def _mount_reports(app: FastAPI, console: Console) -> None:
@@ -300,4 +321,4 @@ def _mount_reports(app: FastAPI, console: Console) -> None:
         return FileResponse(path, media_type=media, headers=headers)
 
 
-__all__ = ["PREFIX", "Console", "approve_as_seen", "mount"]
+__all__ = ["PREFIX", "Console", "approve_as_seen", "check_as_seen", "deny_as_seen", "mount"]

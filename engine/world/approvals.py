@@ -2,14 +2,15 @@
 epoch, until an expiry; the approval is spent by the one invocation it names.
 
 The action hash covers (kind, object id, action, payload): a changed payload is a different action and
-the approval does not apply. A new policy epoch or the expiry invalidates it too.
+the approval does not apply. A new policy epoch or the expiry invalidates it too. A denied approval
+(``deny_approval``) is rejected for good: it can be neither approved nor spent.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from engine.commands.approvals import Approve, RequestApproval
+from engine.commands.approvals import Approve, DenyApproval, RequestApproval
 from engine.errors import ApprovalInvalid
 from engine.models.approvals import APPROVAL_LIFECYCLE, Approval, ApprovalStatus
 from engine.policy.enforcement import Check
@@ -54,6 +55,21 @@ class ApprovalCalls(WorldCore):
                                     side_effect="S3")
             return p
         return self._write("approve", actor, req, plan, Approval, op_id=op_id, cause=cause)
+
+    def deny_approval(self, actor: str, approval_id: str, *, op_id: str | None = None,
+                      cause: Cause | None = None) -> Approval:
+        """A governor denies a pending approval: rejected for good (``approve`` and the invocation it named
+        then fail with ``ApprovalInvalid``), binding the governor who decided and the current policy epoch.
+        The PDP decides it as the approval's ``approve`` action (the right to decide a request), so the same
+        guardrails hold: only a governor, never its own request, never an offline principal."""
+        req = build(DenyApproval, approval_id=approval_id)
+
+        def plan(now: int) -> Plan:
+            p, _ = self._transition(Approval, "approvals", "approval", req.approval_id, APPROVAL_LIFECYCLE, "reject",
+                                    now, values={"approver": actor, "policy_epoch": self._current_epoch_name()},
+                                    policy_action="approve", side_effect="S3")
+            return p
+        return self._write("deny_approval", actor, req, plan, Approval, op_id=op_id, cause=cause)
 
     def get_approval(self, approval_id: str, *, actor: str | None = None) -> Approval:
         return self._get(Approval, "approvals", "approval", approval_id, actor, approval_id=approval_id)

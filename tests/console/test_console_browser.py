@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, Playwright, expect, sync_playwright
 
+from engine.errors import PMWError
 from tests.console.support import (
     AXE,
     CHROMIUM,
@@ -138,12 +139,32 @@ def test_approve_a_pending_s3_action_and_the_agents_invoke_succeeds(governor: Pa
     row = governor.locator("#pending tbody tr", has_text=approval.approval_id)
     expect(row).to_contain_text(approval.action_hash)
     shot(governor, "approvals")
-    row.locator("button").click()
+    row.locator(f"#approve-{approval.approval_id}").click()
     expect(governor.locator("#outcome")).to_contain_text(f"Approved {approval.approval_id}")
     shot(governor, "approved")
     invoked: Any = world.call("alice", "invoke", kind="tool", ident="search", side_effect="S3", payload=payload,
                               approval_id=approval.approval_id)
     assert invoked.approval_id == approval.approval_id
+
+
+def test_deny_a_pending_s3_action_and_the_agents_invoke_is_refused(governor: Page, world: ConsoleWorld) -> None:
+    payload = {"query": "salaries"}
+    approval = world.call("alice", "request_approval", kind="tool", object_id="search", payload=payload)
+    governor.goto(world.url + "/console/approvals")
+    epoch = governor.locator("#approvals-epoch").inner_text()
+    csrf = governor.locator("input[name=csrf]").first.get_attribute("value") or ""
+    governor.locator(f"#deny-{approval.approval_id}").click()
+    expect(governor.locator("#outcome")).to_contain_text(f"Denied {approval.approval_id}")
+    expect(governor.locator("#pending tbody tr", has_text=approval.approval_id)).to_have_count(0)
+    shot(governor, "denied")
+    assert world.call(GOVERNOR, "get_approval", approval_id=approval.approval_id).status.value == "rejected"
+    again = governor.request.post(world.url + "/console/approvals/approve", form={
+        "csrf": csrf, "approval_id": approval.approval_id, "action_hash": approval.action_hash, "policy_epoch": epoch})
+    assert again.status == 403 and "approval is rejected" in again.text(), again.text()[:500]
+    with pytest.raises(PMWError) as refused:
+        world.call("alice", "invoke", kind="tool", ident="search", side_effect="S3", payload=payload,
+                   approval_id=approval.approval_id)
+    assert refused.value.code == "approval_invalid" and "rejected" in refused.value.message
 
 
 def test_a_reviewer_cannot_deploy_or_approve(browser: Browser, world: ConsoleWorld) -> None:
@@ -162,11 +183,16 @@ def test_a_reviewer_cannot_deploy_or_approve(browser: Browser, world: ConsoleWor
         assert refused.status == 403 and "policy_denied" in refused.text()
         page.goto(world.url + "/console/approvals")
         assert page.locator(f"#approve-{approval.approval_id}").count() == 0
+        assert page.locator(f"#deny-{approval.approval_id}").count() == 0
         current = page.locator("#approvals-epoch").inner_text()
         refused = page.request.post(world.url + "/console/approvals/approve", form={
             "csrf": csrf, "approval_id": approval.approval_id, "action_hash": approval.action_hash,
             "policy_epoch": current})
         assert refused.status == 403, refused.text()[:500]
+        refused = page.request.post(world.url + "/console/approvals/deny", form={
+            "csrf": csrf, "approval_id": approval.approval_id, "action_hash": approval.action_hash,
+            "policy_epoch": current})
+        assert refused.status == 403 and "policy_denied" in refused.text(), refused.text()[:500]
         shot(page, "reviewer-approvals")
         assert world.call(GOVERNOR, "get_approval", approval_id=approval.approval_id).status.value == "pending"
         page.goto(world.url + "/console/policies")

@@ -28,7 +28,7 @@ from tests.console.support import (
 from tests.service.support import GOVERNOR, Served
 
 FORMS = ("/console/policies/deploy", "/console/policies/rollback", "/console/approvals/approve",
-         "/console/sign-out")
+         "/console/approvals/deny", "/console/sign-out")
 LINK = re.compile(r'(?:href|src|action)="(/console[^"#]*)"')
 
 
