@@ -33,6 +33,9 @@ def test_the_stale_resend_race_through_the_api(served: Served) -> None:
     status, _, refused = call(served, "POST", "/v1/actions/compare_and_set_state", resend, alice)
     assert (status, refused["code"]) == (409, "stale_read"), refused
     assert refused["fields"]["changed"] == [{"key": "plan", "read_version": 1, "current_version": 2}]
+    status, _, put = call(served, "PUT", "/v1/state/plan", {"value": {"steps": 10}, "read_token": read["read_token"]},
+                          alice, If_Match='"2"')
+    assert (status, put["code"]) == (409, "stale_read"), put
     forged = {**resend, "read_token": read["read_token"][:-4] + "AAAA"}
     status, _, invalid = call(served, "POST", "/v1/actions/compare_and_set_state", forged, alice)
     assert (status, invalid["code"], invalid["fields"]["field"]) == (400, "invalid_input", "read_token"), invalid
