@@ -1,8 +1,9 @@
 """The names of every figure a run reports (metrics, counts, checks): what ``expect``, ``--metrics`` and a
 study's claims may name.
 
-The names are read from :mod:`simulations.metrics` itself (the :class:`~simulations.metrics.Metrics` fields,
-and the counts and checks of an empty fold), so a figure added there is known here without a second list.
+The names are read from :mod:`simulations.metrics` itself (the :class:`~simulations.metrics.Metrics` fields
+and :func:`~simulations.metrics.count_and_check_names`), so a figure added there is known here without a
+second list.
 A count per suppression reason (``suppressed_<reason>``, one per reason the controller gives) is open-ended:
 any ``suppressed_`` name of lower-case words is accepted.
 """
@@ -19,11 +20,10 @@ _SUPPRESSED = re.compile(r"^suppressed_[a-z][a-z0-9_]*$")
 @cache
 def figure_names() -> frozenset[str]:
     """Every fixed figure name (metrics, counts, checks)."""
-    from simulations.metrics import Metrics, _checks, _counts, _Fold
+    from simulations.metrics import Metrics, count_and_check_names
 
-    fold = _Fold(agents=set(), start_us=0, bucket_us=1, buckets=1)
     metrics = {n for n in Metrics.model_fields if n not in NOT_FIGURES}
-    return frozenset(metrics | set(_counts(fold)) | set(_checks(fold)))
+    return frozenset(metrics) | count_and_check_names()
 
 
 def is_figure(name: str) -> bool:

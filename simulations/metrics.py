@@ -813,6 +813,13 @@ def _checks(f: _Fold) -> dict[str, bool]:
     }
 
 
+def count_and_check_names() -> frozenset[str]:
+    """The name of every count and every check a run reports (those of an empty fold: a count per
+    suppression reason, ``suppressed_<reason>``, is open-ended and not among them)."""
+    fold = _Fold(agents=set(), start_us=0, bucket_us=1, buckets=1)
+    return frozenset(_counts(fold)) | frozenset(_checks(fold))
+
+
 def _key_frames(frames: list[TopologyFrame], limit: int = 6) -> list[TopologyFrame]:
     """The start, the end and the moments between them where the topology changed shape (at most ``limit``)."""
     if len(frames) <= limit:
@@ -828,4 +835,4 @@ def _key_frames(frames: list[TopologyFrame], limit: int = 6) -> list[TopologyFra
     return [distinct[round(i * step)] for i in range(limit)]
 
 
-__all__ = ["FaultMark", "Metrics", "Series", "TopologyFrame", "compute_metrics", "fault_marks"]
+__all__ = ["FaultMark", "Metrics", "Series", "TopologyFrame", "compute_metrics", "count_and_check_names", "fault_marks"]
