@@ -312,7 +312,8 @@ class ControllerLoop:
             elif isinstance(d, ForceRefresh):
                 w.append_event(me, "context.refresh_required", {"agent": d.agent, "reason": d.reason},
                                subject_kind="agent", subject_id=d.agent, op_id=op, cause=cause)
-            # RouteReview: its wake is a WakeTarget of the same step; the record is the decision itself
+            # RouteReview: its wake is a WakeTarget of the same step; the step records its reviewer on the
+            # memory (controller_steps._reviewer_changes)
         except (PolicyUnavailable, PolicyEpochChanged, FencedOut):
             raise  # no decision, one under a stale epoch, or a lost lease: the step is not committed
         except PMWError as exc:
