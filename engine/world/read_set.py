@@ -27,14 +27,18 @@ import hashlib
 import hmac
 import secrets
 from collections.abc import Iterable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
 from engine.commands.state import MAX_READ_TOKEN_CHARS
 from engine.errors import ConflictError, InvalidInput
 from store.database import placeholder
+
+if TYPE_CHECKING:
+    from store import Store
 
 TOKEN_PREFIX = "rs1"
 #: The most keys one read set may hold (a token stays a header-sized string).
@@ -128,10 +132,30 @@ def fence(token: str) -> ReadSetFence:
     return ReadSetFence(tuple(sorted(verify(token).items())))
 
 
+def fenced(store: Store, token: str | None) -> AbstractContextManager[None]:
+    """Within this block, this thread's commits on ``store`` are refused with :class:`StaleRead` unless the
+    read set of ``token`` still holds, checked in each commit's own transaction (no token: no check).
+    ``InvalidInput`` at once on a token this process did not issue. The run loop wraps ``commit_planned``
+    of a wake's effects in it, with the token of the projection the agent decided on."""
+    if token is None:
+        return nullcontext()
+    # store.fences.Fence names the two lease fences; the gateway calls any fence's check(cur, dialect) alike
+    # (ReadSetFence in that union would drop this cast)
+    from store.fences import Fence
+    return store.fenced(cast(Fence, fence(token)))
+
+
 def observed_of(rows: Iterable[Mapping[str, Any]]) -> list[tuple[str, int]]:
     """The ``(key, version)`` pairs of state rows (or entries dumped as dicts), for :func:`issue`."""
     return [(str(r["key"]), int(r["version"])) for r in rows]
 
 
-__all__ = ["MAX_READ_SET", "MAX_TOKEN_CHARS", "ReadSetFence", "StaleRead", "fence", "issue", "observed_of",
-           "verify"]
+def token_of(entries: Iterable[Any]) -> str | None:
+    """The read token of the state entries a read showed (``StateEntry`` models: the projection's ``state``
+    section); ``None`` when it showed none."""
+    pairs = [(str(e.key), int(e.version)) for e in entries]
+    return issue(pairs) if pairs else None
+
+
+__all__ = ["MAX_READ_SET", "MAX_TOKEN_CHARS", "ReadSetFence", "StaleRead", "fence", "fenced", "issue",
+           "observed_of", "token_of", "verify"]

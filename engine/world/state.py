@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
-from typing import Any, cast
+from contextlib import AbstractContextManager
+from typing import Any
 
 from engine.commands.state import AppendEvent, CompareAndSetState
 from engine.errors import InvalidInput
@@ -18,9 +18,8 @@ from engine.world.core import Cause, Plan, WorldCore
 from engine.world.event_types import append_refusal
 from engine.world.list_limits import MAX_EVENTS, check_limit
 from engine.world.log_view import shown_records
-from engine.world.read_set import fence, issue
+from engine.world.read_set import fenced, issue
 from store import Insert, Update
-from store.fences import Fence
 
 
 class EventRef(Model):
@@ -66,15 +65,11 @@ class StateCalls(WorldCore):
         """The write's read-set check, run by the gateway in the write's transaction (none without a token).
         A planned batch commits later, outside this call: a token there is refused (the batch's committer
         fences the batch's commit with ``read_set.fence`` itself)."""
-        if read_token is None:
-            return nullcontext()
-        checked = fence(read_token)
-        if getattr(self._planning_now, "batch", None) is not None:
+        if read_token is not None and getattr(self._planning_now, "batch", None) is not None:
             raise InvalidInput("read_token", "not accepted in a planned batch: fence the batch's commit instead")
-        # The fence goes on the database this World's door commits to (the agent-facing World holds only a
-        # reader). store.fences.Fence names its two lease fences; it calls any fence's check(cur, dialect)
-        # alike. (A ``Door.fenced`` and ReadSetFence in ``Fence`` would drop both the reach and the cast.)
-        return self._door._store.fenced(cast(Fence, checked))
+        # on the store this World's door commits to (the agent-facing World holds only a reader; a
+        # ``Door.fenced`` would save reaching for it)
+        return fenced(self._door._store, read_token)
 
     @staticmethod
     def _plan_cas(actor: str, req: CompareAndSetState, now: int) -> Plan:

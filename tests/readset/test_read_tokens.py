@@ -13,7 +13,8 @@ import pytest
 
 from engine.errors import InvalidInput, VersionConflict
 from engine.world import World
-from engine.world.read_set import StaleRead, issue
+from engine.world.read_set import StaleRead, fenced, issue, token_of
+from tests.conftest import book_of
 
 
 def test_a_stale_proposal_resent_with_a_patched_version_is_refused_with_its_token(world: World) -> None:
@@ -102,3 +103,27 @@ def test_write_skew_on_a_shared_read_set_lets_one_writer_through(world: World) -
     world.compare_and_set_state("alice", "b", 0, 0)
     for round_ in range(12):
         assert sorted(_skew_round(world, round_).values()) == ["ok", "stale"], round_
+
+
+def test_a_planned_batch_commits_only_under_its_read_set(world: World) -> None:
+    """What the run loop does with the projection's token: the wake's effects are planned, then committed
+    inside ``read_set.fenced``; a token on a single planned effect is refused (it would commit unchecked)."""
+    world.compare_and_set_state("alice", "inbox", 0, "question")
+    token = token_of([world.get_state("inbox")])
+    assert token is not None and token_of([]) is None
+    with world.planning() as batch, pytest.raises(InvalidInput) as planned:
+        world.compare_and_set_state("alice", "answer", 0, "late", read_token=token)
+    assert planned.value.field == "read_token" and len(batch) == 0
+    with world.planning() as batch:
+        world.compare_and_set_state("alice", "answer", 0, "for the question")
+    world.compare_and_set_state("bob", "inbox", 1, "another question")
+    store = book_of(world).store
+    with pytest.raises(StaleRead) as refused, fenced(store, token):
+        world.commit_planned(batch)
+    assert refused.value.changed == [{"key": "inbox", "read_version": 1, "current_version": 2}]
+    assert [e.key for e in world.list_state("answer")] == []
+    with world.planning() as batch:
+        world.compare_and_set_state("alice", "answer", 0, "for the new question")
+    with fenced(store, token_of([world.get_state("inbox")])):
+        world.commit_planned(batch)
+    assert world.get_state("answer").value == "for the new question"
