@@ -2,10 +2,12 @@
 ``pmw audit``), served by ``pmw serve`` like the World and called by the CLI through ``run.governance``.
 
 Every method takes the acting principal as ``actor`` and JSON-able keyword arguments (a path as ``str``)
-and returns a pydantic model or a list of them. Each first decides that ``actor`` is a live governor, as
-the PDP decides it (``agent:grant`` on itself, the authority only live governors hold; ``docs/policy.md``,
-"Governance commands"); otherwise the denial is recorded (a ``policy.denied`` event) and ``PolicyDenied``
-raised, before any argument is looked at. Bad arguments are ``InvalidInput`` and change nothing.
+and returns a pydantic model or a list of them. Each first asks the PDP: ``reload`` and ``shadow`` need a
+live governor (``agent:grant`` on itself, the authority only live governors hold; ``docs/policy.md``,
+"Governance commands"); the reads ``history``, ``explain`` and ``audit`` need ``read`` on the ``governance``
+resource (``policies/resources/governance.yaml``: live governors and reviewers). Otherwise the denial is
+recorded (a ``policy.denied`` event) and ``PolicyDenied`` raised, before any argument is looked at.
+Bad arguments are ``InvalidInput`` and change nothing.
 
 - :meth:`GovernanceCalls.history` and :meth:`~GovernanceCalls.reload`: the policy activations and a reload
   (``Runtime.reload_policies``).
@@ -35,6 +37,8 @@ from engine.policy.model import ACTIONS, KINDS
 from engine.policy.shadow import DEFAULT_LIMIT, ShadowReport, newest_checks, replay, shadow_limit
 from engine.runtime import ReloadReport, Runtime
 from engine.world.policy_epochs import PolicyEpoch
+
+GOVERNANCE_KIND = "governance"  # the resource the PDP decides governance reads on (not a world object)
 
 
 class PolicyExplanation(Model):
@@ -76,9 +80,19 @@ class GovernanceCalls:
             self._runtime.book.record_denial(actor, call, denied)
             raise denied
 
+    def _require_reader(self, actor: str, call: str) -> None:
+        """``PolicyDenied`` (recorded) unless the PDP allows ``actor`` to ``read`` the ``governance`` resource
+        (``policies/resources/governance.yaml``: live governors and reviewers)."""
+        p, r = decision_inputs(self._runtime.store.read, actor, GOVERNANCE_KIND, GOVERNANCE_KIND)
+        decision = self._runtime.pdp.check(p, [(r, ["read"])])[0]
+        if not decision.allowed("read"):
+            denied = PolicyDenied(actor, call, "world", "governance", decision.epoch)
+            self._runtime.book.record_denial(actor, call, denied)
+            raise denied
+
     def history(self, actor: str, *, limit: int = 100) -> list[PolicyEpoch]:
         """The last ``limit`` activations of a policy epoch, oldest first (a rollback is an old epoch again)."""
-        self._require_governor(actor, "policy history")
+        self._require_reader(actor, "policy history")
         return self._runtime.book.policy_history(limit)
 
     def reload(self, actor: str, source: str | None = None) -> ReloadReport:
@@ -96,7 +110,7 @@ class GovernanceCalls:
         decided. ``principal_attr`` / ``resource_attr`` replace attributes the world's rows give (what if);
         ``policy_dir`` asks an undeployed set (validated: it must compile; a PDP of its own serves it for
         this call; nothing is deployed). The trace is shown only if it gives the PDP's own answer."""
-        self._require_governor(actor, "policy explain")
+        self._require_reader(actor, "policy explain")
         if kind not in KINDS:
             raise InvalidInput("kind", f"{kind!r} is not a kind; one of: {', '.join(KINDS)}")
         if action not in ACTIONS[kind]:
@@ -152,7 +166,7 @@ class GovernanceCalls:
         """The newest ``limit`` decisions of the decision log that match every filter given (the agent
         asking, the object's kind, the action, ALLOW or DENY, a time window in µs, bounds included),
         oldest first. Bad filters are ``InvalidInput``."""
-        self._require_governor(actor, "audit")
+        self._require_reader(actor, "audit")
         query = audit_filter(agent=agent, kind=kind, action=action, effect=effect, since_us=since_us,
                              until_us=until_us, limit=limit)
         return audit_rows(self._log_path(), query)

@@ -12,6 +12,7 @@ from urllib.parse import urljoin
 import httpx
 import pytest
 
+from engine.errors import PMWError
 from tests.console.support import (
     ANSWER_SECRET,
     CSRF,
@@ -143,6 +144,30 @@ def test_a_reviewer_reads_but_every_action_is_refused_by_the_server(world: Conso
     refused = client.post("/console/policies/deploy", data={"csrf": csrf, "candidate": str(world.good)})
     assert refused.status_code == 403 and "policy_denied" in refused.text
     assert world.call(GOVERNOR, "current_policy_epoch").epoch == before
+
+
+def test_a_reviewer_reads_the_decision_log_explanations_and_the_history(world: ConsoleWorld) -> None:
+    """Governance reads are the PDP's to allow (resource ``governance``): a reviewer sees them, an agent
+    neither governor nor reviewer is refused them by the server."""
+    client, _ = signed_in(world.url, world.tokens["rev"])
+    found = client.get("/console/decisions", params={"agent": "bob", "effect": "DENY"})
+    assert found.status_code == 200 and 'id="decisions"' in found.text and "policy_denied" not in found.text
+    assert "DENY" in found.text
+    explained = client.get("/console/explain", params={"principal": "bob", "kind": "state", "id": "plan",
+                                                       "action": "write"})
+    assert explained.status_code == 200 and 'id="x-effect"' in explained.text, explained.text[:2000]
+    assert "policy_denied" not in explained.text
+    policies = client.get("/console/policies")
+    assert policies.status_code == 200 and "policy_denied" not in policies.text
+    assert world.call(GOVERNOR, "current_policy_epoch").epoch in policies.text
+    rev = world.served.client(world.tokens["rev"]).call
+    assert rev("governance", "history", (), {})
+    bob = world.served.client(world.tokens["bob"]).call
+    for name, arguments in (("history", {}), ("audit", {"agent": "bob"}),
+                            ("explain", {"principal_id": "bob", "kind": "state", "id": "plan", "action": "write"})):
+        with pytest.raises(PMWError) as refused:
+            bob("governance", name, (), arguments)
+        assert refused.value.code == "policy_denied", name
 
 
 @pytest.mark.parametrize("path", ["/console/reports/..%2F..%2Fetc/passwd", "/console/reports/flagship/events.jsonl",
