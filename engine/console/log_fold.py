@@ -57,6 +57,8 @@ class LogFold:
             self.contests.append(event)
         elif event.event_type == "controller.step" and event.payload.get("decisions"):
             self.steps.append(event)
+        elif event.event_type == "approval.requested" and isinstance(event.payload.get("payload"), dict):
+            self.approvals.setdefault(event.subject_id, {})["payload"] = event.payload["payload"]
         new_version: dict[str, Any] | None = None
         for change in event.changes:
             values = change.values

@@ -8,6 +8,7 @@ room's reveal (only revealed answers' memory is read), ``events.jsonl`` of a rep
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from engine.policy.candidate_pdp import candidate_dir, candidate_epoch
 from engine.policy.governance import current_deployment, run_policy_tests
 from engine.policy.model import ACTIONS, KINDS
 from engine.runtime import Runtime
+from engine.world.approvals import action_hash
 
 EFFECTS = ("ALLOW", "DENY")
 LISTED = 200
@@ -135,12 +137,30 @@ def approvals(calls: PrincipalCalls) -> dict[str, Any]:
     fold = section(lambda: fold_as(calls))
     if isinstance(fold, Refused):
         return {"pending": fold, "current": calls.world("current_policy_epoch")}
-    pending = []
+    pending, payloads = [], {}
     for row in fold.pending_approvals():
         found = section(_reader(calls, "get_approval", approval_id=row["approval_id"]))
         if not isinstance(found, Refused) and found.status.value == "pending":
             pending.append(found)
-    return {"pending": pending, "current": calls.world("current_policy_epoch")}
+            payloads[found.approval_id] = shown_payload(found, row.get("payload"))
+    return {"pending": pending, "payloads": payloads, "current": calls.world("current_policy_epoch")}
+
+
+@dataclass(frozen=True)
+class ShownPayload:
+    """An approval's payload as the page shows it (JSON text, escaped by the template), and whether it is
+    the payload the action hash covers (``None``: the request's event is not in the log the viewer read)."""
+
+    text: str
+    matches_hash: bool | None
+
+
+def shown_payload(approval: Any, payload: object) -> ShownPayload:
+    """The payload of ``approval``'s request event, checked against its action hash."""
+    if not isinstance(payload, dict):
+        return ShownPayload("", None)
+    matches = action_hash(approval.kind, approval.object_id, approval.action, payload) == approval.action_hash
+    return ShownPayload(json.dumps(payload, indent=1, sort_keys=True, ensure_ascii=False), matches)
 
 
 def _reader(calls: PrincipalCalls, name: str, **arguments: Any) -> Callable[[], Any]:
@@ -227,4 +247,5 @@ def _version_number(field: str, text: str | None, default: int) -> int:
     return int(text)
 
 
-__all__ = ["CandidateTests", "approvals", "decisions", "explain", "fold_as", "policies", "topology", "world"]
+__all__ = ["CandidateTests", "ShownPayload", "approvals", "decisions", "explain", "fold_as", "policies",
+           "shown_payload", "topology", "world"]

@@ -27,7 +27,9 @@ class ApprovalCalls(WorldCore):
     def request_approval(self, actor: str, kind: str, object_id: str, *, action: str = "invoke",
                          payload: dict[str, Any] | None = None, op_id: str | None = None,
                          cause: Cause | None = None) -> Approval:
-        """Ask a governor to approve exactly this S3 action (kind, object, action, payload)."""
+        """Ask a governor to approve exactly this S3 action (kind, object, action, payload). The payload is
+        kept in the request's event (bounded as every payload is): approvals are governance-visible, so the
+        approvals view shows what is asked, and checks it against the hash."""
         req = build(RequestApproval, kind=kind, object_id=object_id, action=action, payload=payload or {})
 
         def plan(now: int) -> Plan:
@@ -38,7 +40,8 @@ class ApprovalCalls(WorldCore):
                                 created_at_us=now, updated_at_us=now, version=1)
             row = approval.model_dump(mode="json")
             return Plan("approval.requested", "approval", aid, approval, [Insert("approvals", row, "approval", aid)],
-                        payload={"kind": req.kind, "object_id": req.object_id, "action": req.action},
+                        payload={"kind": req.kind, "object_id": req.object_id, "action": req.action,
+                                 "payload": req.payload or {}},
                         checks=[Check("approval", aid, "request", {**row, "status": ""}, "S3")])
         return self._write("request_approval", actor, req, plan, Approval, op_id=op_id, cause=cause)
 

@@ -138,6 +138,8 @@ def test_approve_a_pending_s3_action_and_the_agents_invoke_succeeds(governor: Pa
     governor.goto(world.url + "/console/approvals")
     row = governor.locator("#pending tbody tr", has_text=approval.approval_id)
     expect(row).to_contain_text(approval.action_hash)
+    expect(row.locator(f"#payload-{approval.approval_id}")).to_contain_text('"quarterly numbers"')
+    expect(row).to_contain_text("matches the hash")
     shot(governor, "approvals")
     row.locator(f"#approve-{approval.approval_id}").click()
     expect(governor.locator("#outcome")).to_contain_text(f"Approved {approval.approval_id}")
@@ -165,6 +167,18 @@ def test_deny_a_pending_s3_action_and_the_agents_invoke_is_refused(governor: Pag
         world.call("alice", "invoke", kind="tool", ident="search", side_effect="S3", payload=payload,
                    approval_id=approval.approval_id)
     assert refused.value.code == "approval_invalid" and "rejected" in refused.value.message
+
+
+def test_the_payload_is_shown_escaped(governor: Page, world: ConsoleWorld) -> None:
+    markup = '<img id="injected" src="x"><b>bold</b>'
+    approval = world.call("alice", "request_approval", kind="tool", object_id="search", payload={"note": markup})
+    try:
+        governor.goto(world.url + "/console/approvals")
+        shown = governor.locator(f"#payload-{approval.approval_id}")
+        expect(shown).to_contain_text(markup.replace('"', '\\"'))  # the text itself, as JSON shows it
+        assert governor.locator("#injected").count() == 0 and shown.locator("b").count() == 0
+    finally:
+        world.call(GOVERNOR, "deny_approval", approval_id=approval.approval_id)
 
 
 def test_a_reviewer_cannot_deploy_or_approve(browser: Browser, world: ConsoleWorld) -> None:
