@@ -28,6 +28,7 @@ durable_rules) are mapped at the boundary with ``raise ... from exc``; they neve
     │   ├── WakeNotLeased            wake_not_leased          5   (wake_id, agent_id, reason)
     │   ├── ServerRunning            server_running           5   (lock_path, pid: another pmw serve owns the world)
     │   ├── ActionSettled            action_settled           5   (idempotency_key, status)
+    │   ├── StaleRead                stale_read               5   (changed: each key's read and current version)
     │   └── FencedOut                fenced_out               5   (a lease no longer holds; nothing written)
     │       ├── NotLeader            not_leader               5   (world_id, holder, generation, current_holder)
     │       └── WakeLeaseLost        wake_lease_lost          5   (wake_id, owner, token, reason)
@@ -760,6 +761,22 @@ class OptionalDependencyMissing(PMWError):
 
 
 __all__ += ["BehaviourInvalid", "BehaviourUnavailable", "OptionalDependencyMissing"]
+
+
+class StaleRead(ConflictError):
+    """A write's read set changed since it was read: ``changed`` lists each key with the version it was read
+    at (``read_version``; 0: absent) and the version now stored (``current_version``; 0: absent). Nothing
+    was written: re-read and recompute, never resend."""
+
+    code = "stale_read"
+
+    def __init__(self, changed: list[dict[str, Any]]) -> None:
+        keys = ", ".join(f"{c['key']!r} {c['read_version']}->{c['current_version']}" for c in changed)
+        super().__init__(f"the read set changed since it was read: {keys}")
+        self.changed = changed
+
+    def details(self) -> dict[str, Any]:
+        return {"changed": self.changed}
 
 
 class FencedOut(ConflictError):

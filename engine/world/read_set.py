@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, cast
 import orjson
 
 from engine.commands.state import MAX_READ_TOKEN_CHARS
-from engine.errors import ConflictError, InvalidInput
+from engine.errors import InvalidInput, StaleRead
 from store.database import placeholder
 
 if TYPE_CHECKING:
@@ -45,22 +45,6 @@ TOKEN_PREFIX = "rs1"
 MAX_READ_SET = 256
 MAX_TOKEN_CHARS = MAX_READ_TOKEN_CHARS
 _KEY = secrets.token_bytes(32)  # this process's signing key (see the module docstring)
-
-
-class StaleRead(ConflictError):
-    """A write's read set changed since it was read: ``changed`` lists each key with the version it was read
-    at (``read_version``; 0: absent) and the version now stored (``current_version``; 0: absent). Nothing
-    was written: re-read and recompute, never resend."""
-
-    code = "stale_read"
-
-    def __init__(self, changed: list[dict[str, Any]]) -> None:
-        keys = ", ".join(f"{c['key']!r} {c['read_version']}->{c['current_version']}" for c in changed)
-        super().__init__(f"the read set changed since it was read: {keys}")
-        self.changed = changed
-
-    def details(self) -> dict[str, Any]:
-        return {"changed": self.changed}
 
 
 def _b64(data: bytes) -> str:

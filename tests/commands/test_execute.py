@@ -166,7 +166,9 @@ def test_pmw_exec_runs_a_command(tmp_path: Path, pdp: Pdp, world_execute: None) 
     before = counts(p.db_url)
     assert p.js("exec", "compare_and_set_state", "--json", body, "--op-id", "op-1", actor="alice") == entry
     assert counts(p.db_url) == before  # a retry writes nothing
-    assert p.js("state", "get", "plan", actor="alice") == entry
+    read = p.js("state", "get", "plan", actor="alice")
+    assert read.pop("read_token")  # a read says what it observed
+    assert read == entry
     task = p.js("exec", "create_task", "--json", '{"goal": "g", "task_id": "t1"}', actor="alice")
     assert task == p.js("tasks", "show", "t1", actor="alice")
     before = counts(p.db_url)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.client import connect
-from engine.client.http import RemoteError
+from engine.errors import StaleRead
 from tests.service.support import Served
 from tests.transports.test_rest_support import AGENT_CAPABILITIES, call
 
@@ -42,12 +42,12 @@ def test_the_stale_resend_race_through_the_api(served: Served) -> None:
     status, _, now = call(served, "GET", "/v1/state/plan", None, alice)
     assert (now["version"], now["value"]) == (2, {"steps": 2}), now
 
-    world = connect(served.url, alice)  # the Python client: the same token, the same refusal
+    world = connect(served.url, alice)  # the Python client: the same token, the same typed refusal
     seen = world.get_state("plan")
     assert call(served, "PUT", "/v1/state/plan", {"value": {"steps": 3}}, bob, If_Match='"2"')[0] == 200
-    with pytest.raises(RemoteError) as stale:
+    with pytest.raises(StaleRead) as stale:
         world.compare_and_set_state(key="plan", expected_version=3, value={"steps": 20}, read_token=seen.read_token)
-    assert (stale.value.code, stale.value.fields["changed"]) == (
+    assert (stale.value.code, stale.value.changed) == (
         "stale_read", [{"key": "plan", "read_version": 2, "current_version": 3}])
     fresh = world.get_state("plan")
     done = world.compare_and_set_state(key="plan", expected_version=fresh.version, value={"steps": 4},
