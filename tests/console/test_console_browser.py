@@ -248,6 +248,8 @@ def test_every_page_passes_axe_without_critical_violations(browser: Browser, wor
                               ".map(v => ({id: v.id, impact: v.impact, nodes: v.nodes.length}))")
         critical = [v for v in found if v["impact"] == "critical"]
         assert not critical, f"{path}: {critical}"
+        if path in PAGES:  # every view's picture (docs/console.md shows the world's and the reports')
+            shot(page, "page-" + path.removeprefix("/console/").replace("/", "-"))
     finally:
         context.close()
 
