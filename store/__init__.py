@@ -58,6 +58,10 @@ class Door:
         """The write gateway: see :mod:`store.gateway`."""
         return commit(self._store._db, request, self._store._hooks, undecided_ok=self._undecided_ok)
 
+    def fenced(self, fence: Fence) -> AbstractContextManager[None]:
+        """This door's store's :meth:`Store.fenced`: commits through it inside the block are checked."""
+        return self._store.fenced(fence)
+
     def commit_many(self, requests: list[WriteRequest]) -> list[CommitOutcome]:
         """Several requests in one transaction, all or nothing: see :func:`store.gateway.commit_many`."""
         return commit_many(self._store._db, requests, self._store._hooks, undecided_ok=self._undecided_ok)

@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from engine.errors import NotLeader, WakeLeaseLost
 from store.database import Database, placeholder
@@ -88,7 +88,11 @@ class WakeFence:
             raise WakeLeaseLost(self.wake_id, self.owner, self.token, "expired")
 
 
-Fence = LeaderFence | WakeFence
+class Fence(Protocol):
+    """What the gateway checks in a write's transaction: ``check`` raises (nothing written) unless it holds.
+    The lease fences above, and ``engine.world.read_set.ReadSetFence`` (a read set still current)."""
+
+    def check(self, cur: Any, dialect: str) -> None: ...
 
 _local = threading.local()
 

@@ -22,7 +22,7 @@ Only ``reload`` changes anything (besides a denial's record).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NoReturn
 
 from pydantic import Field
 
@@ -76,9 +76,7 @@ class GovernanceCalls:
         """``PolicyDenied`` (recorded) unless ``actor`` is a live governor as the PDP decides it."""
         answer = self._runtime.world.allowed_actions(actor, "agent", actor)
         if "grant" not in answer.allowed:
-            denied = PolicyDenied(actor, call, "world", "governance", answer.policy_epoch)
-            self._runtime.book.record_denial(actor, call, denied)
-            raise denied
+            self._refuse(actor, call, answer.policy_epoch)
 
     def _require_reader(self, actor: str, call: str) -> None:
         """``PolicyDenied`` (recorded) unless the PDP allows ``actor`` to ``read`` the ``governance`` resource
@@ -86,9 +84,13 @@ class GovernanceCalls:
         p, r = decision_inputs(self._runtime.store.read, actor, GOVERNANCE_KIND, GOVERNANCE_KIND)
         decision = self._runtime.pdp.check(p, [(r, ["read"])])[0]
         if not decision.allowed("read"):
-            denied = PolicyDenied(actor, call, "world", "governance", decision.epoch)
-            self._runtime.book.record_denial(actor, call, denied)
-            raise denied
+            self._refuse(actor, call, decision.epoch)
+
+    def _refuse(self, actor: str, call: str, epoch: str | None) -> NoReturn:
+        """Record the denial of governance ``call`` to ``actor`` (a ``policy.denied`` event), then raise it."""
+        denied = PolicyDenied(actor, call, "world", "governance", epoch)
+        self._runtime.book.record_denial(actor, call, denied)
+        raise denied
 
     def history(self, actor: str, *, limit: int = 100) -> list[PolicyEpoch]:
         """The last ``limit`` activations of a policy epoch, oldest first (a rollback is an old epoch again)."""

@@ -29,7 +29,7 @@ import secrets
 from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -38,7 +38,7 @@ from engine.errors import InvalidInput, StaleRead
 from store.database import placeholder
 
 if TYPE_CHECKING:
-    from store import Store
+    from store import Door, Store
 
 TOKEN_PREFIX = "rs1"
 #: The most keys one read set may hold (a token stays a header-sized string).
@@ -116,17 +116,14 @@ def fence(token: str) -> ReadSetFence:
     return ReadSetFence(tuple(sorted(verify(token).items())))
 
 
-def fenced(store: Store, token: str | None) -> AbstractContextManager[None]:
+def fenced(store: Store | Door, token: str | None) -> AbstractContextManager[None]:
     """Within this block, this thread's commits on ``store`` are refused with :class:`StaleRead` unless the
     read set of ``token`` still holds, checked in each commit's own transaction (no token: no check).
     ``InvalidInput`` at once on a token this process did not issue. The run loop wraps ``commit_planned``
     of a wake's effects in it, with the token of the projection the agent decided on."""
     if token is None:
         return nullcontext()
-    # store.fences.Fence names the two lease fences; the gateway calls any fence's check(cur, dialect) alike
-    # (ReadSetFence in that union would drop this cast)
-    from store.fences import Fence
-    return store.fenced(cast(Fence, fence(token)))
+    return store.fenced(fence(token))
 
 
 def observed_of(rows: Iterable[Mapping[str, Any]]) -> list[tuple[str, int]]:

@@ -67,9 +67,7 @@ class StateCalls(WorldCore):
         fences the batch's commit with ``read_set.fence`` itself)."""
         if read_token is not None and getattr(self._planning_now, "batch", None) is not None:
             raise InvalidInput("read_token", "not accepted in a planned batch: fence the batch's commit instead")
-        # on the store this World's door commits to (the agent-facing World holds only a reader; a
-        # ``Door.fenced`` would save reaching for it)
-        return fenced(self._door._store, read_token)
+        return fenced(self._door, read_token)
 
     @staticmethod
     def _plan_cas(actor: str, req: CompareAndSetState, now: int) -> Plan:
