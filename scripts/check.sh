@@ -16,9 +16,17 @@ done
 
 echo "== ruff"; ruff check .
 echo "== mypy"; mypy
+# Two workers (pytest-xdist) by default; a test module's tests all run on one worker (--dist loadfile), so a
+# module's servers start once. PMW_TEST_WORKERS=N picks the count; 0 runs every test in this one process.
+workers="${PMW_TEST_WORKERS:-2}"
+case "$workers" in
+  ''|*[!0-9]*) echo "FAIL: PMW_TEST_WORKERS=$workers: expected a number of workers (0: no xdist)" >&2; exit 2 ;;
+esac
+xdist=()
+if [ "$workers" -gt 0 ]; then xdist=(-n "$workers" --dist loadfile); fi
 echo "== pytest"
 set +e
-python -m pytest "$@"
+python -m pytest ${xdist[@]+"${xdist[@]}"} "$@"
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then
