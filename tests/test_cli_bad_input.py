@@ -384,6 +384,9 @@ CASES: list[Case] = [
     Case("audit --limit 0", 2, actor=GOVERNOR),
     Case("audit", 6, DENIED),
     Case("audit", 3, "--as", actor=None),
+    Case("metrics", 6, DENIED),  # a1 is a worker: the §31 metrics are a governance read
+    Case("metrics", 3, "--as", actor=None),
+    Case("metrics extra", 2, actor=GOVERNOR),
     # -- tokens
     Case("tokens issue a2", 6, "policy_denied"),
     Case("tokens issue ghost", 4, "ghost", actor=GOVERNOR),

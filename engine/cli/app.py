@@ -100,6 +100,7 @@ audit.register(app)
 backup.register(app)
 __import__("engine.cli.contracts", fromlist=["register"]).register(app)  # pmw contracts, pmw retention
 __import__("engine.cli.mcp", fromlist=["register"]).register(app)  # pmw mcp (its body imports the MCP server)
+__import__("engine.cli.metrics", fromlist=["register"]).register(app)  # pmw metrics (engine.metrics, §31)
 
 
 def main() -> None:
