@@ -5,6 +5,7 @@ unauthorized."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,7 @@ def send(world: World, key: str, body: str, status: str = "done") -> None:
 
 
 @pytest.fixture
-def mworld(tmp_path: Path, pdp_client: CerbosPdp) -> World:
+def mworld(tmp_path: Path, pdp_client: CerbosPdp) -> Iterator[World]:
     world = open_pdp_world(f"sqlite:///{tmp_path / 'world.db'}", pdp_client, tmp_path / "artifacts")
     add_agent(world, "ann", TOOLS)
     add_agent(world, "bob", TOOLS)
