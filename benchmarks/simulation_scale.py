@@ -3,7 +3,8 @@
 Run from the repository root (the figures are in ``docs/benchmarks-simulation.md``)::
 
     .venv/bin/python -m benchmarks.simulation_scale [--agents 1000] [--wakes 400] [--seed 7]
-                                                    [--no-profile] [--json FILE]
+                                                    [--no-profile] [--json FILE] [--profile-out FILE]
+                                                    [--against FILE]
 
 The scenario is :func:`simulations.generator.workload` (``--agents`` workers, ``--wakes`` scheduled wakes),
 played by the real driver on a fresh SQLite world with the runtime's own Cerbos PDP (started and stopped
@@ -13,9 +14,16 @@ profiler adds its own overhead), **metrics** (one fold of the log) and **report*
 and ``timeseries.csv`` in one pass over the log, ``report.md``/``.html``; no PNGs). The play's
 self time is split by the code it was spent in (:data:`AREAS`: the projection, model validation, the
 PDP client, the store, the run loop, the controller, the simulator's own files ...), so "where the time
-goes" is a measured table, not a guess. The target of issue 15 (1,000 agents and 100k events in under
-10 minutes) is printed against the measured cost per event, extrapolated linearly (the cost per event
-does not grow much within a run: ``benchmarks.simulation_bench`` measures that growth).
+goes" is a measured table, not a guess, and the functions with the most self time are listed with their
+shares (``--profile-out`` keeps the whole profile for ``pstats``). The target of issue 15 (1,000 agents
+and 100k events in under 10 minutes) is printed against the measured cost per event, extrapolated
+linearly (the cost per event does not grow much within a run: ``benchmarks.simulation_bench`` measures that growth).
+
+**Baseline in the same run**: 300 decided compare-and-set writes (``World.compare_and_set_state``, through
+the same PDP, on a second SQLite world) are timed before the setup and again after the play, and the cost
+per event is also printed as a multiple of their mean, so a faster or slower moment of a shared machine
+cancels out. ``--against FILE`` (the ``--json`` of an earlier run, e.g. on the code before a change) prints
+each figure of this run as a ratio of that one, raw and against each run's own baseline write.
 
 This is a benchmark: it never fails on a missed target. ``tests/simulations/test_scale_bench.py`` runs a
 CI-sized variant.
@@ -34,6 +42,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.simulation_bench import baseline_write_s
 from engine.settings import Settings
 from simulations.driver import ScenarioDriver, open_runtime
 from simulations.generator import workload
@@ -79,17 +88,32 @@ def split_by_area(stats: pstats.Stats) -> dict[str, float]:
     return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
 
 
-def measure(agents: int, wakes: int, seed: int = 7, *, profile: bool = True, settings: Settings | None = None
-            ) -> dict[str, Any]:
-    """Run one generated workload and return its phase times, event count and (with ``profile``) the
-    play's self time by area. Everything it writes is in a temporary folder, removed at the end.
-    ``settings`` may name a running PDP (the tests' shared one); by default the runtime starts its own."""
+def top_functions(stats: pstats.Stats, n: int = 15) -> list[tuple[str, float, float]]:
+    """The ``n`` functions with the most self time: (``file:line(function)``, self s, cumulative s)."""
+    raw: dict[tuple[str, int, str], tuple[Any, ...]] = stats.stats  # type: ignore[attr-defined]
+    rows = sorted(raw.items(), key=lambda kv: -kv[1][2])[:n]
+    return [(f"{Path(f).name}:{line}({fn})" if f != "~" else fn, v[2], v[3]) for (f, line, fn), v in rows]
+
+
+def _baseline(folder: Path, runtime: Any, writes: int) -> float:
+    folder.mkdir()
+    return baseline_write_s(folder, runtime, writes)
+
+
+def measure(agents: int, wakes: int, seed: int = 7, *, profile: bool = True, settings: Settings | None = None,
+            profile_out: Path | None = None, baseline_writes: int = 300) -> dict[str, Any]:
+    """Run one generated workload and return its phase times, event count, the decided-write baseline
+    (``baseline_writes`` writes before the setup and again after the play; 0: none) and (with ``profile``)
+    the play's self time by area and its top functions (``profile_out``: the whole profile, for
+    ``pstats``). Everything else it writes is in a temporary folder, removed at the end. ``settings`` may
+    name a running PDP (the tests' shared one); by default the runtime starts its own."""
     tmp = Path(tempfile.mkdtemp(prefix="pmw-sim-scale-"))
     scenario = Scenario.model_validate({**workload(agents, wakes, seed=seed), "base_dir": str(tmp)})
     out: dict[str, Any] = {"agents": agents, "wakes": wakes, "seed": seed}
     runtime = open_runtime(scenario, tmp / "run", settings=settings)
     try:
         driver = ScenarioDriver(scenario, runtime.book, work_dir=tmp / "run" / "work")
+        base = [_baseline(tmp / "base0", runtime, baseline_writes)] if baseline_writes else []
         t0 = time.perf_counter()
         driver.setup()
         t1 = time.perf_counter()
@@ -107,37 +131,67 @@ def measure(agents: int, wakes: int, seed: int = 7, *, profile: bool = True, set
         t3 = time.perf_counter()
         write_report(tmp / "run", scenario, metrics, series, runtime.store, plots=False)
         t4 = time.perf_counter()
+        if baseline_writes:
+            base.append(_baseline(tmp / "base1", runtime, baseline_writes))
+            out["baseline_write_s"] = sum(base) / len(base)
+            out["baseline_writes_s"] = base
         out.update(setup_s=t1 - t0, play_s=t2 - t1, metrics_s=t3 - t2, report_s=t4 - t3, events=metrics.events,
                    runs=metrics.counts["receipts"], checks_hold=all(metrics.checks.values()),
                    profiled=profile)
         if profiler is not None:
-            out["play_by_area_s"] = split_by_area(pstats.Stats(profiler))
+            stats = pstats.Stats(profiler)
+            out["play_by_area_s"] = split_by_area(stats)
+            out["play_top_functions"] = top_functions(stats)
+            if profile_out is not None:
+                stats.dump_stats(str(profile_out))
     finally:
         runtime.close()
         shutil.rmtree(tmp, ignore_errors=True)
     total = out["setup_s"] + out["play_s"] + out["metrics_s"] + out["report_s"]
     out["total_s"] = total
     out["per_event_ms"] = 1000 * total / max(1, out["events"])
+    out["play_per_event_ms"] = 1000 * out["play_s"] / max(1, out["events"])
+    if "baseline_write_s" in out:
+        out["per_event_in_writes"] = out["per_event_ms"] / 1000 / out["baseline_write_s"]
     out["target_extrapolated_s"] = out["setup_s"] * 1000 / agents + (total - out["setup_s"]) / max(
         1, out["events"]) * TARGET_EVENTS
     return out
 
 
-def report(result: dict[str, Any]) -> str:
-    """The measurement as Markdown tables."""
+def report(result: dict[str, Any], against: dict[str, Any] | None = None) -> str:
+    """The measurement as Markdown tables (``against``: an earlier run's result, printed as ratios)."""
     lines = [f"{result['agents']} agents, {result['wakes']} scheduled wakes, seed {result['seed']}: "
              f"{result['events']} events, {result['runs']} runs (checks hold: {result['checks_hold']})", "",
              "| phase | wall s | share |", "| --- | --- | --- |"]
     for phase in ("setup", "play", "metrics", "report"):
         lines.append(f"| {phase} | {result[phase + '_s']:.1f} | {result[phase + '_s'] / result['total_s']:.0%} |")
-    lines += ["", f"{result['per_event_ms']:.1f} ms per event in all; 1,000 agents and {TARGET_EVENTS:,} events "
-              f"extrapolate to {result['target_extrapolated_s'] / 60:.1f} min (target {TARGET_S / 60:.0f} min"
+    lines += ["", f"{result['per_event_ms']:.2f} ms per event in all ({result['play_per_event_ms']:.2f} ms of play); "
+              f"1,000 agents and {TARGET_EVENTS:,} events extrapolate to "
+              f"{result['target_extrapolated_s'] / 60:.1f} min (target {TARGET_S / 60:.0f} min"
               f"{', play under cProfile' if result['profiled'] else ''})."]
+    if "baseline_write_s" in result:
+        writes = ", ".join(f"{b * 1e3:.2f}" for b in result["baseline_writes_s"])
+        lines += ["", f"Baseline in this run: one decided write {result['baseline_write_s'] * 1e3:.2f} ms "
+                  f"(before the setup, after the play: {writes} ms); one event costs "
+                  f"{result['per_event_in_writes']:.2f} decided writes."]
+    if against is not None:
+        lines += ["", "| against the earlier run | earlier | now | now / earlier |", "| --- | --- | --- | --- |"]
+        for name, key in (("play s", "play_s"), ("setup s", "setup_s"), ("ms per event", "per_event_ms"),
+                          ("ms of play per event", "play_per_event_ms"),
+                          ("per event, in decided writes", "per_event_in_writes"),
+                          ("decided write ms", "baseline_write_s")):
+            if key in against and key in result:
+                scale = 1e3 if key == "baseline_write_s" else 1.0
+                a, b = against[key] * scale, result[key] * scale
+                lines.append(f"| {name} | {a:.2f} | {b:.2f} | {b / a:.2f}x |")
     by_area = result.get("play_by_area_s")
     if by_area:
         play = sum(by_area.values())
         lines += ["", "| where the play's self time goes | s | share |", "| --- | --- | --- |"]
         lines += [f"| {area} | {s:.1f} | {s / play:.0%} |" for area, s in by_area.items()]
+        lines += ["", "| function (most self time) | self s | share | cumulative s |", "| --- | --- | --- | --- |"]
+        lines += [f"| `{name}` | {own:.2f} | {own / play:.0%} | {cum:.2f} |"
+                  for name, own, cum in result.get("play_top_functions", [])]
     return "\n".join(lines)
 
 
@@ -147,10 +201,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--wakes", type=int, default=400)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--no-profile", action="store_true")
-    parser.add_argument("--json", type=Path)
+    parser.add_argument("--json", type=Path, help="write every figure as JSON")
+    parser.add_argument("--profile-out", type=Path, help="write the play's whole profile (pstats format)")
+    parser.add_argument("--against", type=Path, help="an earlier run's --json: print this run's ratios to it")
+    parser.add_argument("--baseline-writes", type=int, default=300,
+                        help="decided writes timed before the setup and after the play (0: no baseline)")
     args = parser.parse_args(argv)
-    result = measure(args.agents, args.wakes, args.seed, profile=not args.no_profile)
-    print(report(result))
+    against = json.loads(args.against.read_text(encoding="utf-8")) if args.against else None
+    result = measure(args.agents, args.wakes, args.seed, profile=not args.no_profile, profile_out=args.profile_out,
+                     baseline_writes=args.baseline_writes)
+    print(report(result, against))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
