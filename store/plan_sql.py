@@ -5,6 +5,12 @@ A plan filter (``engine.policy.model``) is a small expression tree over resource
 column expressions here, mirroring how ``engine.policy.attributes`` builds them for single checks (the
 plan/check agreement tests hold the two together). A tree this module cannot translate raises
 :class:`UntranslatablePlan`; the caller then falls back to batched single checks, never to "allow".
+
+Two agents' plans often differ only by their values (``owner = 'a00001'`` against ``owner = 'a00002'``).
+:func:`plan_binding` splits a plan into its *form* (operators, attributes, the type of each value, every
+constant the SQL depends on) and its values in order, and :func:`plan_clause` with ``bound=True`` turns
+those values into named bind parameters (``pv0``, ``pv1``, ...): one compiled statement then serves
+every plan of that form, each call binding its own values (``store.reads`` compiles once per form).
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import ColumnElement, Integer, and_, case, false, func, literal, not_, or_, true
+from sqlalchemy import ColumnElement, Integer, and_, bindparam, case, false, func, literal, not_, or_, true
 from sqlalchemy.sql.expression import ColumnElement as Col
 
 from engine.policy.model import PlanExpression, PlanFilter, PlanOperand, PlanValue, PlanVariable
@@ -72,14 +78,27 @@ def _plain(value: Any) -> Any:
 
 
 class _Translator:
-    def __init__(self, kind: str) -> None:
+    """A plan's condition as SQL. ``bound``: each scalar value becomes the bind parameter ``pv<n>`` (``n`` in
+    the order :func:`plan_binding` lists the values), else a literal."""
+
+    def __init__(self, kind: str, *, bound: bool = False) -> None:
         if kind not in COLUMNS:
             raise UntranslatablePlan(f"no column mapping for kind {kind!r}")
         self.columns = COLUMNS[kind][1]
+        self.bound = bound
+        self.values: list[Any] = []
+
+    def value(self, value: Any, type_: Any = None) -> Any:
+        """A scalar plan value (already :func:`_plain`) in the statement; ``type_``: the type it is bound as
+        (an IN list's elements take their column's, as SQLAlchemy gives a list; else the value's own)."""
+        if not self.bound:
+            return literal(value)
+        self.values.append(value)
+        return bindparam(f"pv{len(self.values) - 1}", value, type_=type_)
 
     def operand(self, node: PlanOperand) -> Any:
         if isinstance(node, PlanValue):
-            return literal(_plain(node.value)) if not isinstance(node.value, list) else _plain(node.value)
+            return self.value(_plain(node.value)) if not isinstance(node.value, list) else _plain(node.value)
         if isinstance(node, PlanVariable):
             return self.variable(node.name)
         return self.expression(node)
@@ -109,7 +128,12 @@ class _Translator:
             return _COMPARE[op](self.operand(args[0]), self.operand(args[1]))
         if op == "in" and len(args) == 2 and isinstance(args[1], PlanValue) and isinstance(args[1].value, list):
             values = _plain(args[1].value)
-            return self.operand(args[0]).in_(values) if values else false()
+            if not values:
+                return false()
+            column = self.operand(args[0])
+            if not self.bound:
+                return column.in_(values)  # type: ignore[no-any-return]
+            return column.in_([self.value(v, column.type) for v in values])  # type: ignore[no-any-return]
         raise UntranslatablePlan(f"operator {op!r} with {len(args)} operands")
 
     def boolean(self, node: PlanOperand) -> Col[Any]:
@@ -121,17 +145,68 @@ class _Translator:
         return value  # type: ignore[no-any-return]
 
 
-def plan_clause(kind: str, plan: PlanFilter) -> ColumnElement[bool]:
-    """The WHERE clause selecting the rows of ``kind`` that ``plan`` allows."""
+def plan_clause(kind: str, plan: PlanFilter, *, bound: bool = False) -> ColumnElement[bool]:
+    """The WHERE clause selecting the rows of ``kind`` that ``plan`` allows. ``bound``: its values are the
+    bind parameters ``pv0``, ``pv1``, ... that :func:`plan_binding` gives (the clause then serves every plan
+    of the same form)."""
     if plan.kind == "always_allowed":
         return true()
     if plan.kind == "always_denied" or plan.condition is None:
         return false()
-    return _Translator(kind).boolean(plan.condition)
+    translator = _Translator(kind, bound=bound)
+    clause = translator.boolean(plan.condition)
+    if bound and translator.values != plan_binding(kind, plan)[1]:
+        raise AssertionError("plan_binding and the translator disagree")  # a programming error
+    return clause
+
+
+def plan_binding(kind: str, plan: PlanFilter) -> tuple[tuple[Any, ...], list[Any]]:
+    """(the plan's form, its values): the values in the order ``plan_clause(kind, plan, bound=True)`` binds
+    them as ``pv0``, ``pv1``, ...; the form holds everything else the statement depends on (the plan's kind,
+    operators, variables, each bound value's type, every value written into the SQL as a constant). Two plans
+    of one form give the same SQL text. A plan that is not SQL raises :class:`UntranslatablePlan` as
+    :func:`plan_clause` would (only once it is compiled: the form of an untranslatable plan is still a form)."""
+    values: list[Any] = []
+    if plan.kind in ("always_allowed", "always_denied") or plan.condition is None:
+        return (plan.kind, plan.condition is None), values
+    return (plan.kind, kind, _form(plan.condition, values, boolean=True)), values
+
+
+def _form(node: PlanOperand, values: list[Any], *, boolean: bool = False) -> tuple[Any, ...]:
+    """The form of ``node`` as :class:`_Translator` turns it into SQL (``boolean``: in a boolean position),
+    appending its bound values to ``values`` in the order the translator binds them."""
+    if isinstance(node, PlanValue):
+        if boolean and isinstance(node.value, bool):
+            return ("const", node.value)  # true() / false()
+        if isinstance(node.value, list):
+            return ("const", _constant(node.value))  # passed to SQLAlchemy as it is, as before
+        value = _plain(node.value)
+        values.append(value)
+        return ("value", type(value).__name__)
+    if isinstance(node, PlanVariable):
+        return ("var", node.name, boolean)
+    op, args = node.operator, node.operands
+    if op in ("and", "or") or (op == "not" and len(args) == 1):
+        return (op, *(_form(a, values, boolean=True) for a in args))
+    if op == "in" and len(args) == 2 and isinstance(args[1], PlanValue) and isinstance(args[1].value, list):
+        listed = _plain(args[1].value)
+        if not listed:
+            return ("in", ())  # false(): the first operand is not translated
+        first = _form(args[0], values)
+        values.extend(listed)
+        return ("in", first, tuple(type(v).__name__ for v in listed))
+    return (op, boolean, *(_form(a, values) for a in args))
+
+
+def _constant(value: Any) -> Any:
+    """A plan value as a hashable constant of a form (lists as tuples, types kept apart: 1, 1.0, True)."""
+    if isinstance(value, list):
+        return ("list", tuple(_constant(v) for v in value))
+    return (type(value).__name__, value)
 
 
 def table_of(kind: str) -> Any:
     return COLUMNS[kind][0]
 
 
-__all__ = ["COLUMNS", "UntranslatablePlan", "plan_clause", "table_of"]
+__all__ = ["COLUMNS", "UntranslatablePlan", "plan_binding", "plan_clause", "table_of"]

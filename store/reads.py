@@ -40,7 +40,7 @@ from sqlalchemy.exc import DatabaseError
 from engine.errors import InvalidInput, StoreUnavailable
 from engine.policy.model import PlanFilter
 from store.database import Database, placeholder
-from store.plan_sql import plan_clause, table_of
+from store.plan_sql import plan_binding, plan_clause, table_of
 from store.schema import (
     STATE_TABLES,
     TABLES,
@@ -128,6 +128,7 @@ class Reader:
     def __init__(self, db: Database) -> None:
         self._db = db
         self._gets: dict[tuple[str, tuple[str, ...]], tuple[str, list[tuple[str, Any]]]] = {}
+        self._driver_sql: dict[str, tuple[str, dict[str, Any]]] = {}
         self._sections: OrderedDict[tuple[Any, ...], tuple[str, dict[str, Any], dict[str, Any],
                                                             list[tuple[str, Any]]]] = OrderedDict()
         self._sections_lock = threading.Lock()
@@ -149,6 +150,32 @@ class Reader:
             yield
         finally:
             self._inside.cursor = None
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Within this block (in this thread), every read on the driver cursor (:meth:`get`,
+        :meth:`principal_inputs`, :meth:`current_policy_epoch`, :meth:`last_seq`,
+        :meth:`topology_version`, :meth:`active_rooms_of`, the projection's sections) runs in ONE read
+        transaction: one consistent view (a SQLite WAL snapshot; REPEATABLE READ on PostgreSQL) and one
+        BEGIN for the lot. Inside :meth:`within` (an open write transaction) the reads already share one,
+        so the block adds nothing; nor on an in-memory SQLite database (one connection that every read of
+        the query builder shares too: each read stays a transaction of its own there). Nothing may write
+        in this thread inside the block (on a SQLite file the thread's reads and writes share one
+        connection)."""
+        if getattr(self._inside, "cursor", None) is not None or self._db.in_memory:
+            yield
+            return
+        try:
+            with self._db.read_cursor() as cur:
+                if self._db.dialect == "postgresql":
+                    cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                self._inside.cursor = cur
+                try:
+                    yield
+                finally:
+                    self._inside.cursor = None
+        except self._db.database_error as exc:
+            raise StoreUnavailable(str(exc)) from exc
 
     @contextmanager
     def _cursor(self) -> Iterator[Any]:
@@ -342,19 +369,39 @@ class Reader:
         return rows[::-1]
 
     def last_seq(self) -> int:
-        with self._conn() as conn:
-            return int(conn.execute(select(func.coalesce(func.max(events.c.seq), 0))).scalar_one())
+        """The last event's seq (0 in an empty log), on the driver cursor."""
+        return int(self._driver_rows("last_seq", {})[0][0])
 
     def topology_version(self) -> int:
-        with self._conn() as conn:
-            v = conn.execute(select(func.coalesce(func.max(topology_versions.c.version), 0))).scalar_one()
-        return int(v)
+        """The current topology version (0: none), on the driver cursor."""
+        return int(self._driver_rows("topology_version", {})[0][0])
 
     def active_rooms_of(self, agent_id: str) -> list[str]:
-        stmt = select(room_members.c.room_id).where(room_members.c.agent_id == agent_id,
-                                                    room_members.c.active.is_(True))
-        with self._conn() as conn:
-            return [str(r) for r in conn.execute(stmt).scalars()]
+        """The rooms ``agent_id`` is an active member of, on the driver cursor."""
+        return [str(r[0]) for r in self._driver_rows("active_rooms_of", {"agent_id": agent_id}, "agent_id")]
+
+    def _driver_rows(self, name: str, values: Mapping[str, Any], field: str = "query") -> list[Any]:
+        """Run one of :data:`_DRIVER_QUERIES` on the driver cursor: the query builder's own statement,
+        compiled once per reader, so it answers exactly what the builder's query answered."""
+        cached = self._driver_sql.get(name)
+        if cached is None:
+            dialect: Any = sqlite.dialect(paramstyle="named")
+            if self._db.dialect == "postgresql":
+                dialect = postgresql.psycopg.dialect()  # type: ignore[no-untyped-call]
+            compiled = _DRIVER_QUERIES[name].compile(dialect=dialect)
+            constants = {k: v for k, v in compiled.params.items() if k not in values}  # the statement's own
+            cached = self._driver_sql[name] = (str(compiled), constants)
+        sql, constants = cached
+        try:
+            with self._cursor() as cur:
+                cur.execute(sql, {**constants, **values})
+                return list(cur.fetchall())
+        except (OverflowError, UnicodeEncodeError, self._db.database_error) as exc:
+            if (refused := self._refused(exc, field)) is not None:
+                raise refused from exc
+            if not isinstance(exc, self._db.database_error):
+                raise
+            raise StoreUnavailable(str(exc)) from exc
 
     def visible_memory(self, agent_id: str, room_ids: Sequence[str], now_us: int, limit: int) -> list[Row]:
         """Memory an agent may see by scope: its own private, its rooms' room memory, all shared.
@@ -407,7 +454,7 @@ class Reader:
         least that new. One indexed query on the driver cursor (SQL compiled once per plan).
         Raises :class:`~store.plan_sql.UntranslatablePlan` when the plan cannot be expressed in SQL."""
         rows = self._section_query(kind, plan, ("floor",), lambda t: select(t.c.updated_at_us).where(
-            plan_clause(kind, plan)).order_by(t.c.updated_at_us.desc()).limit(1).offset(
+            plan_clause(kind, plan, bound=True)).order_by(t.c.updated_at_us.desc()).limit(1).offset(
             bindparam("offset", 0, Integer)), {"offset": max(0, limit - 1)}, raw=True)
         return int(rows[0][0]) if rows else None
 
@@ -438,7 +485,7 @@ class Reader:
                  live_at_us is not None, tuple(order_by), descending)
 
         def build(t: Table) -> Any:
-            clauses: list[ColumnElement[bool]] = [plan_clause(kind, plan)]
+            clauses: list[ColumnElement[bool]] = [plan_clause(kind, plan, bound=True)]
             for n, (k, size) in enumerate(eq_shape):
                 clauses.append(t.c[k].in_([bindparam(f"w{n}_{i}", "", t.c[k].type) for i in range(size)])
                                if size >= 0 else t.c[k] == bindparam(f"w{n}", "", t.c[k].type))
@@ -460,8 +507,13 @@ class Reader:
 
     def _section_query(self, kind: str, plan: PlanFilter, shape: tuple[Any, ...], build: Any,
                        values: Mapping[str, Any], *, raw: bool = False) -> list[Any]:
-        """Run a projection query: compiled once per (kind, plan, shape), on the driver cursor."""
-        key = (kind, orjson.dumps(plan.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS), shape)
+        """Run a projection query: compiled once per (kind, form of the plan, shape), on the driver cursor;
+        ``build`` makes the statement with the plan bound (``plan_clause(kind, plan, bound=True)``), so
+        every plan of one form (:func:`~store.plan_sql.plan_binding`: several agents' plans that differ
+        only by their values) shares the compiled SQL and binds its own values."""
+        form, plan_values = plan_binding(kind, plan)
+        values = {**values, **{f"pv{i}": v for i, v in enumerate(plan_values)}}
+        key = (kind, form, shape)
         with self._sections_lock:
             cached = self._sections.get(key)
             if cached is not None:
@@ -575,6 +627,14 @@ def _counts_and_versions(present: frozenset[str]) -> Any:
     return select(*columns)
 
 
+
+# the reads that run on the driver cursor as the query builder wrote them (Reader._driver_rows)
+_DRIVER_QUERIES: dict[str, Any] = {
+    "last_seq": select(func.coalesce(func.max(events.c.seq), 0)),
+    "topology_version": select(func.coalesce(func.max(topology_versions.c.version), 0)),
+    "active_rooms_of": select(room_members.c.room_id).where(
+        room_members.c.agent_id == bindparam("agent_id", type_=String), room_members.c.active.is_(True)),
+}
 
 _ACTIVATION_COLUMNS = ("ordinal", "epoch", "activated_at_us", "activated_by", "source")
 _EPOCH_COLUMNS = ("epoch", "activated_at_us", "activated_by", "source")

@@ -6,12 +6,23 @@ Without a PDP (the store's own tests) the memory scopes apply: private to its ow
 members, shared to all. Visible objects are then scored (relevance, recency, causality, authority, risk,
 dependency) and the best ``budget`` of each section kept; the view widens when conflict or uncertainty
 is visible. Candidate memory is never among the stable shared facts.
+
+The reads of one projection run in one read transaction (``Reader.snapshot``: one consistent view), on the
+driver cursor with SQL compiled once per form of the plan (``store.reads``). Rows come from the world's own
+store, where every value was validated on its way in (the write gateway takes validated models only): the
+rows kept are built into models by :func:`trusted` (each field converted exactly as validation converts it:
+enums, floats), not validated a second time; a row that does not fit (a column the model lacks, a value
+its enum does not know) is validated, so it fails exactly as it did.
 """
 
 from __future__ import annotations
 
+import threading
+import types
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, TypeVar
 
 from pydantic import Field, ValidationError
@@ -87,9 +98,14 @@ class ProjectionCalls(WorldCore):
         w = _weights(weights)
         if widen is not None and not isinstance(widen, bool):
             raise InvalidInput("widen", f"must be true, false or None, not {type(widen).__name__}")
+        with self._store.read.snapshot():  # every read below in one read transaction
+            return self._project(agent_id, budget, task_id, w, widen, actor)
+
+    def _project(self, agent_id: str, budget: int, task_id: str | None, w: ProjectionWeights, widen: bool | None,
+                 actor: str | None) -> WorldView:
         read = self._store.read
         position, now = read.last_seq(), self.clock.now_us()
-        agent = self._load(Agent, "agents", "agent", agent_id, agent_id=agent_id)
+        agent = trusted(Agent)(self._row("agents", "agent", agent_id, agent_id=agent_id))
         self._may_view(actor or agent_id, agent_id)
         room_ids = read.active_rooms_of(agent_id)
         limit = budget * 2 * CANDIDATE_FACTOR
@@ -122,8 +138,9 @@ class ProjectionCalls(WorldCore):
         far_task = _FarFeatures(relevance=0.0, causality=0.0, authority=0.5, risk=0.0, dependency=0.0)
         task_rows = near_tasks + tasks.rest(Near(agent=agent_id), {t["task_id"] for t in near_tasks}, size, w,
                                             task_features, far_task.at(now))
-        kept_tasks = [Task.model_validate(r) for r in self._keep(task_rows, size, w, scores, task_features, "task_id")]
-        kept_memory = [Memory.model_validate(r) for r in self._keep(memory, size, w, scores, lambda m: Features(
+        task_model, memory_model, state_model = trusted(Task), trusted(Memory), trusted(StateEntry)
+        kept_tasks = [task_model(r) for r in self._keep(task_rows, size, w, scores, task_features, "task_id")]
+        kept_memory = [memory_model(r) for r in self._keep(memory, size, w, scores, lambda m: Features(
             relevance=1.0 if focus & set(m["source_refs"]) else 0.0, age_s=(now - m["updated_at_us"]) / 1e6,
             causality=1.0 if m["owner"] == agent_id else (0.5 if m["room_id"] in room_ids else 0.0),
             authority=_AUTHORITY.get(m["status"], 0.0), risk=min(1.0, _sensitivity(m["permission_scope"]) / 5),
@@ -141,16 +158,16 @@ class ProjectionCalls(WorldCore):
         far_state = _FarFeatures(relevance=0.0, causality=0.0, authority=0.5, risk=0.0, dependency=0.0)
         state_rows = near_state + state.rest(state_near, {s["key"] for s in near_state}, size, w, state_features,
                                              far_state.at(now))
-        kept_state = [StateEntry.model_validate(r)
-                      for r in self._keep(state_rows, size, w, scores, state_features, "key")]
+        kept_state = [state_model(r) for r in self._keep(state_rows, size, w, scores, state_features, "key")]
         handoffs = self._listed(Handoff, "handoffs", "handoff", agent_id, {"target_agent": agent_id, "status": [
             "pending", "accepted"]}, ("handoff_id",), False, size, plans)
         rooms = self._listed(Room, "rooms", "room", agent_id, {"room_id": room_ids}, ("room_id",), False, size,
                              plans) if room_ids else []
         artifacts = self._listed(Artifact, "artifacts", "artifact", agent_id, {"task_id": sorted(focus)},
                                  ("updated_at_us",), True, size, plans) if focus else []  # the work at hand's
-        return WorldView(
-            agent=agent, world_position=position, topology_version=read.topology_version(), budget=size,
+        # every part is a model built above or a plain value: constructed, not validated again
+        return WorldView.model_construct(
+            agent=agent, world_position=int(position), topology_version=int(read.topology_version()), budget=size,
             widened=widened, tasks=kept_tasks, state=kept_state,
             shared_facts=[m for m in kept_memory if m.status.value in STABLE_SHARED],
             working_memory=[m for m in kept_memory if m.status.value not in STABLE_SHARED],
@@ -181,7 +198,8 @@ class ProjectionCalls(WorldCore):
         except UntranslatablePlan:
             return self._list(model, table, kind, agent_id, where, order_by=order_by if descending else (),
                               descending=descending, limit=limit, plans=plans)
-        return [model.model_validate(r) for r in rows]
+        build = trusted(model)
+        return [build(r) for r in rows]
 
     def _window(self, kind: str, table: str, agent_id: str, limit: int,
                 plans: Mapping[str, PlanFilter | None] | None) -> _Window:
@@ -226,6 +244,81 @@ class ProjectionCalls(WorldCore):
 
 
 _ALL = PlanFilter(kind="always_allowed")  # no PDP: every row is a candidate, as the store's reads return them
+
+_UNTRUSTED = object()  # a field type trusted() does not rebuild: the model is validated
+_BUILDERS: dict[type[Any], Callable[[Row], Any]] = {}
+_BUILDERS_LOCK = threading.Lock()
+
+
+def trusted(model: type[R]) -> Callable[[Row], R]:
+    """How a row of the world's own store becomes ``model`` without validating it again: each field takes
+    the row's value as validation would leave it (an enum field its member, a float field a float; strings,
+    integers, booleans, JSON lists and objects as they are), through ``model_construct``, so the model is
+    equal, field for field and type for type, to ``model.model_validate(row)`` (tested on every kind the
+    projection shows). A row whose columns are not exactly the model's fields, or whose enum value the
+    enum does not know, is validated instead (and fails as it would have). A model with a field of any
+    other type (a nested model, a tuple, a datetime ...) is always validated."""
+    found = _BUILDERS.get(model)
+    if found is None:
+        found = _builder(model)
+        with _BUILDERS_LOCK:
+            _BUILDERS[model] = found
+    return found
+
+
+def _builder(model: type[R]) -> Callable[[Row], R]:
+    converters: dict[str, Callable[[Any], Any]] = {}
+    for name, field in model.model_fields.items():
+        convert = _converter(field.annotation)
+        if convert is _UNTRUSTED:
+            return model.model_validate
+        if convert is not None:
+            converters[name] = convert  # type: ignore[assignment]
+    names = frozenset(model.model_fields)
+
+    def build(row: Row) -> R:
+        if row.keys() != names:
+            return model.model_validate(row)
+        try:
+            values = {k: v if v is None or k not in converters else converters[k](v) for k, v in row.items()}
+        except (ValueError, TypeError):
+            return model.model_validate(row)
+        return model.model_construct(**values)
+    return build
+
+
+def _converter(annotation: Any) -> Any:
+    """``None`` (the value stays as it is), a converter, or :data:`_UNTRUSTED`."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _converter(args[0])
+    if origin in (typing.Union, types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        return _converter(rest[0]) if len(rest) == 1 and len(args) == 2 else _UNTRUSTED
+    if annotation in (str, int, bool, Any):
+        return None
+    if annotation is float:
+        return _as_float
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        return annotation
+    if origin is list and len(args) == 1 and _plain_type(args[0], str):
+        return None
+    if origin is dict and len(args) == 2 and _plain_type(args[0], str) and args[1] is Any:
+        return None
+    return _UNTRUSTED
+
+
+def _plain_type(annotation: Any, wanted: type) -> bool:
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    return annotation is wanted
+
+
+def _as_float(value: Any) -> Any:
+    """A float field's value as validation leaves it: an integer becomes a float (a bool would not be one)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(type(value).__name__)
+    return float(value)
 
 
 @dataclass(frozen=True)
