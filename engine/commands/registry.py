@@ -19,6 +19,7 @@ from engine.commands import (
     agents,
     approvals,
     artifacts,
+    attention,
     handoffs,
     memory,
     messages,
@@ -37,6 +38,7 @@ from engine.validation import invalid_from
 
 DOMAINS: tuple[ModuleType, ...] = (state, tasks, handoffs, memory, rooms, artifacts, messages, subscriptions,
                                    approvals, actions, retention, topology, agents, wakes, tokens)
+DOMAINS = (*DOMAINS, attention)  # the attention broker's commands (engine.commands.attention)
 
 # The World's writes that only the runtime makes (no PDP decision an agent could ask for).
 RUNTIME_CALLS: tuple[str, ...] = ("record_decision", "commit_controller_step", "activate_policy_epoch",

@@ -10,6 +10,7 @@ which the runtime never hands out. Time and ids come from the injected clock and
 from __future__ import annotations
 
 from engine.world.artifacts import ArtifactCalls
+from engine.world.attention import AttentionCalls
 from engine.world.channels import ChannelCalls
 from engine.world.checkpoints import CheckpointCalls
 from engine.world.core import Cause, WorldCore
@@ -34,6 +35,7 @@ from engine.world.wakes import WakeCalls
 
 class World(ExecuteCalls, ChannelCalls, StateCalls, TaskCalls, ArtifactCalls, RetentionCalls, MemoryCalls,
             WakeCalls, HandoffCalls,
+            AttentionCalls,
             TopologyCalls, RoomCalls, ProjectionCalls, PolicyEpochReads, PermissionCalls,
             SubscriptionCalls, TokenCalls, CheckpointCalls, WorldCore):
     """One persistent shared world over one store, as agents see it: every call decided by the policy."""
