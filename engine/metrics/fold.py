@@ -17,6 +17,10 @@ Seed 003 §31 defines the ratios; what PMW counts for each (``docs/decisions.md`
   happen, so another try is safe); it was recovered when a later attempt of the same effect is ``done``.
 - **EC** (Evidence Completeness): over settled attempts, the receipt fields their evidence level requires
   that are present, against those required (``engine.contracts.attempt.REQUIRED_EVIDENCE``).
+- **AP** (Attention Precision; the seed gives no formula, "was a high-priority alert worth the
+  interruption"): of the attention broker's interrupting decisions (FULL_ALERT, FORCE_HUMAN_REVIEW), those
+  the human acted on: an approval that human decided, a wake of theirs whose receipt is ``acted``, a handoff
+  to them they accepted.
 """
 
 from __future__ import annotations
@@ -48,6 +52,16 @@ class ApprovalRecord:
 
     requested_by: str
     status: str
+    approver: str | None = None
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One interrupting decision of the attention broker: whom it interrupted, about what."""
+
+    human: str
+    subject_kind: str
+    subject_id: str
 
 
 @dataclass(frozen=True)
@@ -62,6 +76,9 @@ class WorldRecords:
     handoff_statuses: Sequence[str] = ()
     approvals: Mapping[str, ApprovalRecord] = field(default_factory=dict)
     approval_actions: frozenset[str] = frozenset()
+    alerts: Sequence[Alert] = ()
+    wake_outcomes: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # wake id -> (agent, outcome)
+    handoff_targets: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # handoff id -> (target, status)
 
 
 def effect_key(attempt: ActionAttempt) -> EffectKey:
@@ -143,10 +160,30 @@ def evidence_complete(records: WorldRecords) -> Metric:
                      present, required)
 
 
+def _acted_on(records: WorldRecords, alert: Alert) -> bool:
+    if alert.subject_kind == "approval":
+        found = records.approvals.get(alert.subject_id)
+        return found is not None and found.approver == alert.human and found.status != "pending"
+    if alert.subject_kind == "wake":
+        return records.wake_outcomes.get(alert.subject_id) == (alert.human, "acted")
+    if alert.subject_kind == "handoff":
+        target = records.handoff_targets.get(alert.subject_id)
+        return target is not None and target[0] == alert.human and target[1] in ("accepted", "completed")
+    return False
+
+
+def attention_precision(records: WorldRecords) -> Metric:
+    return Metric.of("AP", "Attention Precision", "N_alerts_acted_on / N_alerts (no formula in the seed)",
+                     "FULL_ALERT and FORCE_HUMAN_REVIEW decisions whose subject the human then acted on "
+                     "(decided the approval, acted on the wake, accepted the handoff) / those decisions",
+                     sum(1 for a in records.alerts if _acted_on(records, a)), len(records.alerts))
+
+
 def metrics_of(records: WorldRecords) -> list[Metric]:
     """Every §31 metric PMW records, in the seed's order."""
     return [intent_completion(records), unauthorized_actions(records), duplicate_side_effects(records),
-            handoff_continuity(records), recovery_success(records), evidence_complete(records)]
+            handoff_continuity(records), attention_precision(records), recovery_success(records),
+            evidence_complete(records)]
 
 
-__all__ = ["ApprovalRecord", "Invocation", "WorldRecords", "effect_key", "metrics_of"]
+__all__ = ["Alert", "ApprovalRecord", "Invocation", "WorldRecords", "effect_key", "metrics_of"]

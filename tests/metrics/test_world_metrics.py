@@ -10,15 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from engine.attention.notices import attend
 from engine.contracts.attempt import ActionAttempt, AttemptStatus
 from engine.errors import PolicyDenied
 from engine.metrics import NOT_APPLICABLE, MetricsCalls, WorldMetrics, WorldRecords, metrics_of, records_of
-from engine.metrics.fold import ApprovalRecord
+from engine.metrics.fold import Alert, ApprovalRecord
 from engine.policy.cerbos_adapter import CerbosPdp
 from engine.world import World
 from tests.conftest import add_agent, book_of, close_world, open_local_world, open_pdp_world
 
-TOOLS = ["tool:send_message", "tool:search", "task.create", "task.work", "handoff.create"]
+TOOLS = ["tool:send_message", "tool:publish_release", "tool:search", "task.create", "task.work", "handoff.create"]
 
 
 def metrics_for(world: World, pdp: CerbosPdp, actor: str = "gov") -> WorldMetrics:
@@ -45,6 +46,7 @@ def mworld(tmp_path: Path, pdp_client: CerbosPdp) -> Iterator[World]:
     add_agent(world, "bob", TOOLS)
     add_agent(world, "rita", role="reviewer")
     add_agent(world, "wes", ["state.read"])
+    add_agent(world, "ctl", ["state.write"])  # the notifier the run loop would be
     yield world
     close_world(world)
 
@@ -79,6 +81,7 @@ def test_each_metric_equals_its_hand_count(mworld: World, pdp_client: CerbosPdp)
         "UAR": (0, 12),  # 10 done attempts + 2 uses, every one decided by the PDP
         "DSR": (3, 10),  # 3 duplicates of 10 done S2 effects
         "HCS": (1, 2),  # 1 completed of the 2 handoffs answered (one pending)
+        "AP": (0, 0),  # the broker interrupted nobody
         "RSR": (1, 2),  # d6 recovered, the other failure not
         "EC": (120, 120),  # 12 settled E2 attempts x 10 required receipt fields, all present
     }
@@ -87,9 +90,23 @@ def test_each_metric_equals_its_hand_count(mworld: World, pdp_client: CerbosPdp)
     assert found.last_seq == book_of(mworld).store.read.last_seq()
 
 
+def test_attention_precision_counts_the_alerts_the_human_acted_on(mworld: World, pdp_client: CerbosPdp) -> None:
+    mworld.set_attention_state("gov", "gov", "FREE")
+    read = book_of(mworld).store.read
+    asked = [mworld.request_approval("ann", "tool", "send_message", payload={"to": "x@example.org", "body": b})
+             for b in ("one", "two")]  # S2: FULL_ALERT
+    asked.append(mworld.request_approval("ann", "tool", "publish_release", payload={"title": "v1", "body": "n"}))
+    for event in read.rows("events", {"event_type": "approval.requested"}, order_by=["seq"]):
+        attend(mworld, read, "ctl", event)
+    mworld.approve("gov", asked[0].approval_id)
+    mworld.deny_approval("gov", asked[2].approval_id)  # the S3 one, forced to review: decided too
+    ap = metrics_for(mworld, pdp_client).metric("AP")
+    assert (ap.numerator, ap.denominator) == (2, 3)  # the second alert was never answered
+
+
 def test_an_empty_world_is_not_applicable_never_zero(mworld: World, pdp_client: CerbosPdp) -> None:
     found = metrics_for(mworld, pdp_client)
-    assert [m.name for m in found.metrics] == ["ICR", "UAR", "DSR", "HCS", "RSR", "EC"]
+    assert [m.name for m in found.metrics] == ["ICR", "UAR", "DSR", "HCS", "AP", "RSR", "EC"]
     for m in found.metrics:
         assert (m.numerator, m.denominator, m.value, m.shown) == (0, 0, None, NOT_APPLICABLE), m
 
@@ -135,3 +152,13 @@ def test_an_s3_effect_is_authorized_only_by_its_requesters_consumed_approval() -
     attempts = [_attempt(f"k{n}", a) for n, a in enumerate(["apr-ok", "apr-bob", "apr-open", None, "apr-gone"])]
     uar = metrics_of(WorldRecords(attempts=attempts, approvals=approvals))[1]
     assert (uar.name, uar.numerator, uar.denominator) == ("UAR", 4, 5)
+
+
+def test_an_alert_about_a_wake_or_handoff_counts_when_the_human_acted_on_it() -> None:
+    alerts = [Alert("rita", "wake", "w1"), Alert("rita", "wake", "w2"), Alert("rita", "wake", "w3"),
+              Alert("gov", "handoff", "h1"), Alert("gov", "handoff", "h2"), Alert("gov", "memory", "m1")]
+    records = WorldRecords(alerts=alerts, wake_outcomes={"w1": ("rita", "acted"), "w2": ("rita", "no_action"),
+                                                         "w3": ("bob", "acted")},
+                           handoff_targets={"h1": ("gov", "accepted"), "h2": ("gov", "rejected")})
+    ap = next(m for m in metrics_of(records) if m.name == "AP")
+    assert (ap.numerator, ap.denominator) == (2, 6)  # w1 and h1
