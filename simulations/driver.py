@@ -141,6 +141,21 @@ class Thinking:
         return self.inner.run(agent_state, world_view, event)
 
 
+#: read plans an agent's cycle asks for: the projection's six kinds, and room for the lists of other calls
+PLANS_PER_AGENT = 8
+
+
+def _fit_plan_memo(book: RuntimeBook, principals: int) -> None:
+    """Let the policy's plan memo (``engine.policy.plan_memo``, an exact-key LRU) hold every principal's read
+    plans at once: the timeline wakes every agent in turn, so a memo smaller than agents x kinds forgets
+    each plan just before it is asked again (4,096 entries against 1,000 agents x 6 kinds: every plan a
+    miss, one PDP PlanResources round trip per projection). Only its size changes; what it remembers, and
+    under which key, does not."""
+    memo = getattr(book.policy, "plan_memo", None)
+    if memo is not None and isinstance(getattr(memo, "capacity", None), int):
+        memo.capacity = max(memo.capacity, PLANS_PER_AGENT * principals)
+
+
 class ScenarioDriver:
     """Sets up a scenario's world and plays its timeline on it through an in-process runner."""
 
@@ -156,6 +171,7 @@ class ScenarioDriver:
         self.hooks = hooks or Hooks()
         self.progress = progress
         self.gov = scenario.governor
+        _fit_plan_memo(book, len(scenario.agents) + 1)
         self.plan = TaskPlan({t.id: t.steps for t in scenario.world.tasks})
         self.sources = resolve_behaviours(scenario, behaviours)
         adapters = {a.id: self._adapter(a.id) for a in scenario.agents}

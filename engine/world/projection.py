@@ -267,45 +267,71 @@ def trusted(model: type[R]) -> Callable[[Row], R]:
 
 
 def _builder(model: type[R]) -> Callable[[Row], R]:
-    converters: dict[str, Callable[[Any], Any]] = {}
+    """See :func:`trusted`: every field's value is checked for its type (or converted) and ``None`` passes
+    only where the model allows it; anything else is validated (and refused, as before)."""
+    fields: list[tuple[str, type | None, Callable[[Any], Any] | None, bool]] = []
     for name, field in model.model_fields.items():
         convert = _converter(field.annotation)
         if convert is _UNTRUSTED:
             return model.model_validate
-        if convert is not None:
-            converters[name] = convert  # type: ignore[assignment]
+        exact = convert if convert in _EXACT else None
+        fields.append((name, exact, None if exact is not None else convert, _allows_none(field.annotation)))
     names = frozenset(model.model_fields)
+    validate = model.model_validate
+    construct = model.model_construct
 
     def build(row: Row) -> R:
         if row.keys() != names:
-            return model.model_validate(row)
-        try:
-            values = {k: v if v is None or k not in converters else converters[k](v) for k, v in row.items()}
-        except (ValueError, TypeError):
-            return model.model_validate(row)
-        return model.model_construct(**values)
+            return validate(row)
+        values: dict[str, Any] = {}
+        for name, exact, convert, optional in fields:
+            value = row[name]
+            if value is None:
+                if not optional:
+                    return validate(row)
+            elif exact is not None:
+                if type(value) is not exact:
+                    return validate(row)
+            elif convert is not None:
+                try:
+                    value = convert(value)
+                except (ValueError, TypeError):
+                    return validate(row)
+            values[name] = value
+        return construct(**values)
     return build
 
 
+_EXACT = (str, int, bool, list, dict)  # a value of exactly this type is kept as it is (a bool is no int)
+
+
 def _converter(annotation: Any) -> Any:
-    """``None`` (the value stays as it is), a converter, or :data:`_UNTRUSTED`."""
+    """``None`` (any value stays as it is), a type of :data:`_EXACT` (a value of exactly that type stays), a
+    converter (an enum, :func:`_as_float`), or :data:`_UNTRUSTED`."""
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is typing.Annotated:
         return _converter(args[0])
     if origin in (typing.Union, types.UnionType):
         rest = [a for a in args if a is not type(None)]
         return _converter(rest[0]) if len(rest) == 1 and len(args) == 2 else _UNTRUSTED
-    if annotation in (str, int, bool, Any):
+    if annotation is Any:
         return None
+    if annotation in (str, int, bool):
+        return annotation  # kept if exactly of this type
     if annotation is float:
         return _as_float
     if isinstance(annotation, type) and issubclass(annotation, Enum):
         return annotation
     if origin is list and len(args) == 1 and _plain_type(args[0], str):
-        return None
+        return list
     if origin is dict and len(args) == 2 and _plain_type(args[0], str) and args[1] is Any:
-        return None
+        return dict
     return _UNTRUSTED
+
+
+def _allows_none(annotation: Any) -> bool:
+    return annotation is Any or (typing.get_origin(annotation) in (typing.Union, types.UnionType)
+                                 and type(None) in typing.get_args(annotation))
 
 
 def _plain_type(annotation: Any, wanted: type) -> bool:
