@@ -151,6 +151,12 @@ class Reader:
         finally:
             self._inside.cursor = None
 
+    @property
+    def keys_in_code_point_order(self) -> bool:
+        """Whether ``ORDER BY`` a text key orders as Python's ``sorted`` does (SQLite's binary collation:
+        UTF-8 bytes, which is code point order); PostgreSQL's collation may not."""
+        return self._db.dialect == "sqlite"
+
     @contextmanager
     def snapshot(self) -> Iterator[None]:
         """Within this block (in this thread), every read on the driver cursor (:meth:`get`,

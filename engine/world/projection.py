@@ -394,7 +394,11 @@ class _Window:
         """The window's rows outside ``far`` (less those in ``skip``), newest first, read page by page only
         while an unread one could still be among the ``size`` best: every such row scores at most what
         ``far_features`` gives the last row read, so once ``size`` rows read score strictly more, the rest
-        cannot be kept (ties are read on: they are broken by id)."""
+        cannot be kept. Ties (rows as new as the last one read, which score the same) are broken by id:
+        where the store orders keys as Python does (SQLite: by code point) the unread rows of the last
+        row's age come after it in id order too, so a row read that scores the same and whose id is not
+        greater than the last row's also comes before every unread one, provided a row one microsecond
+        older already scores strictly less (else, and on PostgreSQL, ties are read on)."""
         if self.held is not None:
             return [r for r in self.held if not _is_near(self.kind, r, far) and _key(self.kind, r) not in skip]
         if self.plan is None:
@@ -408,9 +412,15 @@ class _Window:
             offset += len(rows)
             if len(rows) < page:
                 break
-            bound = score(far_features(rows[-1]), w)
+            last = rows[-1]
+            bound = score(far_features(last), w)
             if sum(s > bound for s, _ in got) >= size:
                 break
+            if self.read.keys_in_code_point_order and score(far_features(
+                    {**last, "updated_at_us": last["updated_at_us"] - 1}), w) < bound:
+                edge = _key(self.kind, last)
+                if sum(s > bound or (s == bound and _key(self.kind, r) <= edge) for s, r in got) >= size:
+                    break
             page = min(page * 2, _ROW_CAP)
         return [r for _, r in got]
 

@@ -37,7 +37,7 @@ from engine.world.book import RuntimeBook
 from engine.world.projection import WorldView, trusted
 from store import Store
 from store.plan_sql import UntranslatablePlan, plan_binding, plan_clause
-from tests.answers.test_projection_equivalence import AGENTS, _build, _busy_steps
+from tests.answers.test_projection_equivalence import AGENTS, _build, _busy_steps, reference_view
 from tests.conftest import add_agent, close_world, open_pdp_world
 from tests.hypothesis_budget import examples
 from tests.pg_cluster import PgCluster
@@ -241,5 +241,35 @@ def test_a_snapshot_does_not_see_a_write_committed_meanwhile(pdp_client: Any, tm
             assert not writer.is_alive()
             assert read.last_seq() == before and read.get("state_entries", key="k") is None
         assert read.last_seq() > before and read.get("state_entries", key="k") is not None
+    finally:
+        close_world(w)
+
+
+# -- ties at the window's edge -----------------------------------------------------------------------------------
+
+def test_rows_of_one_age_are_cut_as_the_reference_cuts_them(pdp_client: Any, tmp_path: Path) -> None:
+    """Many tasks and keys written at the same microsecond (a simulation's setup): the projection stops
+    reading inside the tie (SQLite orders their ids as Python does) and keeps what the reference keeps.
+    The budgets keep the whole tie inside the reference's window (``budget * 8`` rows: where a tie straddles
+    that edge the reference itself kept an arbitrary part of it), while each page read is a few rows."""
+    clock = ManualClock()
+    w = open_pdp_world(f"sqlite:///{tmp_path / 'w.db'}", pdp_client, tmp_path / "artifacts", clock=clock)
+    try:
+        for a in AGENTS:
+            add_agent(w, a, ["task.create", "state.write"])
+        clock.advance(1.0)
+        tasks = [w.create_task(AGENTS[i % 3], f"goal {i}", task_id=f"t{(i * 7) % 40:03d}").task_id
+                 for i in range(40)]  # created out of id order, all at one microsecond
+        for i in range(40):
+            w.compare_and_set_state(AGENTS[i % 3], f"k/{(i * 11) % 40:03d}", 0, i)
+        clock.advance(5.0)
+        w.compare_and_set_state("bob", "k/newest", 0, 1)  # one newer row above the tie
+        for agent in AGENTS:
+            for budget in (6, 7, 9):
+                for task_id in (None, tasks[5]):
+                    new = w.project_world(agent, budget=budget, task_id=task_id)
+                    old = reference_view(w, agent, budget=budget, task_id=task_id)
+                    assert new.model_dump() == old.model_dump(), (agent, budget, task_id)
+                    assert len(new.tasks) == budget and len(new.state) == budget
     finally:
         close_world(w)
