@@ -298,7 +298,7 @@ def _builder(model: type[R]) -> Callable[[Row], R]:
                 except (ValueError, TypeError):
                     return validate(row)
             values[name] = value
-        return construct(**values)
+        return construct(**values)  # type: ignore[return-value]  # model_construct of model: an R
     return build
 
 
