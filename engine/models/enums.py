@@ -74,6 +74,14 @@ class Outcome(StrEnum):
     SUPPRESSED = "suppressed"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    # the decision envelope's outcomes other than execute (engine/runloop/envelope.py; seed 003 §8-9)
+    DRAFTED = "drafted"
+    DEFERRED = "deferred"
+    REFUSED = "refused"
+    ESCALATED = "escalated"
+    IDLE = "idle"
+    # a layered wake that stopped at the passive monitor: logged, the agent not run (seed 001 §45-46)
+    MONITORED = "monitored"
 
 
 class WakeStatus(StrEnum):

@@ -22,9 +22,11 @@ from engine.controller.durable_host import RuleSet
 from engine.errors import PolicyEpochChanged, PolicyUnavailable, WakeLeaseLost
 from engine.models.wakes import Wake
 from engine.protocol.adapters import AgentAdapter
-from engine.protocol.worker import Cycle, EpochMoved, SimulatedCrash, Worker
+from engine.protocol.worker import Cycle, EpochMoved, SimulatedCrash
 from engine.runloop.follower import ControllerLoop, DrainStats, ensure_controller_agent
 from engine.runloop.signals import DEFAULT_POLL_S, CommitSignal
+from engine.runloop.wake_depth import DepthThresholds
+from engine.runloop.worker import EnvelopeWorker
 from engine.sources import ManualClock
 from engine.world.book import RuntimeBook
 
@@ -56,16 +58,20 @@ class InProcessRunner:
     def __init__(self, book: RuntimeBook, *, adapters: dict[str, AgentAdapter], rule_dir: Path | str = DEFAULT_RULES,
                  governor: str = "gov", worker_id: str = "worker-1", world_id: str = "main",
                  lease_seconds: float = 30.0, controller: bool = True,
-                 follow_policy: Callable[[], object] | None = None) -> None:
+                 follow_policy: Callable[[], object] | None = None,
+                 wake_thresholds: DepthThresholds | None = None) -> None:
         """``follow_policy``: brings this process's PDP to the world's current epoch when a write finds it
         moved (another process reloaded the policy; :meth:`engine.runtime.Runtime.follow_policy`). Without
-        it, such a write's ``PolicyEpochChanged`` ends the run."""
+        it, such a write's ``PolicyEpochChanged`` ends the run. ``wake_thresholds``: the layered wake's
+        classifier (default: ``DepthThresholds()``). The worker honours decision envelopes
+        (:mod:`engine.runloop.worker`)."""
         self.book = book
         self.follow_policy = follow_policy
         self.world = book.world
         self.governor = governor
         self.loop = ControllerLoop(book, rule_dir, world_id=world_id) if controller else None
-        self.worker = Worker(book, worker_id, adapters, lease_seconds=lease_seconds)
+        self.worker = EnvelopeWorker(book, worker_id, adapters, lease_seconds=lease_seconds,
+                                     thresholds=wake_thresholds)
         self._signal: CommitSignal | None = None
 
     @property

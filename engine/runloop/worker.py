@@ -1,0 +1,250 @@
+"""The run loop's worker: the protocol's :class:`~engine.protocol.worker.Worker`, honouring the decision
+envelope (:mod:`engine.runloop.envelope`) and the layered wake (:mod:`engine.runloop.wake_depth`).
+
+For each wake it claims:
+
+1. **classify** (layer 1): a wake carrying ``payload.signals`` gets a depth from :func:`wake_depth` under the
+   worker's thresholds; a wake without signals is a full run. A wake with a recorded decision (a retry)
+   reached its full run already and runs it again.
+2. **monitor** (layer 0): the wake is acked ``monitored``, nothing read, the agent not run; the receipt's
+   ``payload.wake_layer`` says why.
+3. **check** (layer 2): the agent is rehydrated (read as itself, through the PDP) and the adapter's optional
+   ``check(agent_state, event)`` answers whether the wake is worth acting on (a ``bool``, or a
+   :class:`WakeCheck` with its reason): no, and the wake is acked ``no_action`` with the check's reason; yes
+   (or an adapter without ``check``), and it goes on to
+4. **full run** (layer 3): today's cycle (observe the projection, decide, record the decision, act, ack), the
+   decision read as an envelope: each outcome's writes are planned with the receipt in one batch, decided by
+   the PDP together and committed together (:meth:`WakeProtocol.act`).
+
+A legacy decision on a wake without signals is carried out by the protocol exactly as before (same record,
+same receipt). Otherwise the receipt's ``payload`` adds ``envelope`` (the outcome asked for, each action's
+side-effect class, the approval state, the evidence level, the recovery path, and the ids written: draft
+refs, approval, handoff, next wake) and ``wake_layer`` (depth, signals, score, whether a check ran).
+
+An adapter's answer that is not a valid decision (or an envelope the runtime refuses: a declared approval
+state the actions contradict, a deferral in the past) is acked ``failed`` with the ``InvalidInput`` message;
+nothing else is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from engine.errors import InvalidInput, PolicyDenied
+from engine.models.agents import Agent
+from engine.models.receipts import Decision, Outcome
+from engine.models.traces import TraceBody
+from engine.models.wakes import Wake
+from engine.protocol.adapters import AgentAdapter, AgentDecision, AgentEffect, CallableAdapter
+from engine.protocol.worker import DEFAULT_LEASE_S, MAX_TRACE_REFS, Cycle, EffectVerdict, Shown, Worker, observe
+from engine.runloop.envelope import DecisionEnvelope, EnvelopeOutcome, contracts_of, lower, parse
+from engine.runloop.wake_depth import DepthThresholds, WakeDepth, score, signals_of, wake_depth
+from engine.world import Cause
+from engine.world.book import RuntimeBook
+from engine.world.projection import WorldView
+
+
+@dataclass(frozen=True)
+class WakeCheck:
+    """A lightweight check's answer: is the wake worth a full run, and why."""
+
+    worth_acting: bool
+    reason: str = ""
+
+
+@runtime_checkable
+class CheckingAdapter(Protocol):
+    """An adapter with the optional lightweight check (layer 2): cheap, no projection, no writes."""
+
+    def check(self, agent_state: Agent, event: Wake) -> WakeCheck | bool: ...
+
+
+@runtime_checkable
+class EnvelopeAdapter(Protocol):
+    """An adapter that answers with an envelope (``run`` may also return one, or today's decision)."""
+
+    def decide(self, agent_state: Agent, world_view: WorldView, event: Wake) -> DecisionEnvelope: ...
+
+
+def decide(adapter: AgentAdapter, agent: Agent, view: WorldView, wake: Wake) -> DecisionEnvelope:
+    """``adapter``'s decision as an envelope. A :class:`CallableAdapter`'s function may return envelope JSON
+    (its context is the one ``CallableAdapter`` builds); ``decide`` is preferred to ``run`` when present."""
+    if isinstance(adapter, EnvelopeAdapter):
+        return parse(adapter.decide(agent, view, wake))
+    if isinstance(adapter, CallableAdapter):
+        context = {"agent": agent.model_dump(mode="json"), "view": view.model_dump(mode="json"),
+                   "wake": wake.model_dump(mode="json")}
+        return parse(adapter.fn(context))
+    return parse(adapter.run(agent, view, wake))
+
+
+@dataclass
+class _Said:
+    """What the cycle in progress adds to its receipt: the envelope's account and the wake's layer."""
+
+    decision: Decision
+    outcome: Outcome | None = None  # on success; None: as the protocol says (acted / no_action)
+    envelope: dict[str, Any] | None = None
+    layer: dict[str, Any] | None = None
+    roles: Mapping[int, str] = field(default_factory=dict)
+    written: dict[str, list[str]] = field(default_factory=dict)  # role -> refs (planned; kept on success)
+
+
+class EnvelopeWorker(Worker):
+    """A :class:`Worker` that honours decision envelopes and layered wakes (module docstring)."""
+
+    def __init__(self, book: RuntimeBook, worker_id: str, adapters: dict[str, AgentAdapter], *,
+                 lease_seconds: float = DEFAULT_LEASE_S, thresholds: DepthThresholds | None = None) -> None:
+        super().__init__(book, worker_id, adapters, lease_seconds=lease_seconds)
+        self.thresholds = thresholds or DepthThresholds()
+        self._said: _Said | None = None
+
+    # -- layers ---------------------------------------------------------------------------------------------
+
+    def classify(self, wake: Wake) -> dict[str, Any] | None:
+        """The wake's layer as its receipt records it (``depth`` and what decided it), or ``None`` for a wake
+        without signals (a full run). ``InvalidInput`` for signals that are not valid."""
+        signals = signals_of(wake.payload)
+        if signals is None:
+            return None
+        depth = wake_depth(signals, self.thresholds)
+        return {"depth": depth.label, "layer": int(depth), "signals": signals.model_dump(mode="json"),
+                "score": round(score(signals, self.thresholds), 6)}
+
+    def _run_wake(self, wake: Wake) -> Cycle:
+        started = self.world.clock.now_us()
+        adapter = self.adapters.get(wake.target_agent)
+        if adapter is None:
+            return super()._run_wake(wake)
+        recorded = self.book.recorded_decision(wake.wake_id)
+        try:
+            layer = self.classify(wake)
+        except InvalidInput as bad:
+            return self._ack_only(wake, _Said(Decision.NO_ACTION, Outcome.FAILED), bad.message, started)
+        if layer is not None and recorded is None:
+            if layer["depth"] == WakeDepth.MONITOR.label:
+                return self._ack_only(wake, _Said(Decision.NO_ACTION, Outcome.MONITORED, layer=layer),
+                                      f"passive monitor: score {layer['score']} under the check threshold", started)
+            if layer["depth"] == WakeDepth.CHECK.label:
+                stopped = self._check(wake, adapter, layer, started)
+                if stopped is not None:
+                    return stopped
+        elif layer is not None:
+            layer["checked"] = layer["depth"] == WakeDepth.CHECK.label  # a replay: its check said yes
+        if layer is not None:
+            layer["reached"] = WakeDepth.FULL.label
+        try:
+            agent, view = observe(self.world, wake)
+        except PolicyDenied as exc:
+            return self.deny(wake, exc.message, started)
+        if recorded is not None:
+            envelope = parse(recorded.decision)
+        else:
+            try:
+                envelope = decide(adapter, agent, view, wake)                                # decide
+            except InvalidInput as bad:
+                return self._ack_only(wake, _Said(Decision.NO_ACTION, Outcome.FAILED, layer=layer),
+                                      f"not a valid decision: {bad.message}", started)
+            first = self.book.record_decision(self.worker_id, wake.wake_id, agent.agent_id, envelope.recorded())
+            envelope = parse(first.decision)  # another worker's, if it decided first
+        return self._carry(wake, agent.agent_id, envelope, started, Shown.of(view), layer)
+
+    def _check(self, wake: Wake, adapter: AgentAdapter, layer: dict[str, Any], started: int) -> Cycle | None:
+        """Layer 2: the adapter's cheap check; the wake's receipt if it stops here, ``None`` to go on."""
+        if not isinstance(adapter, CheckingAdapter):
+            layer["checked"] = False  # no check in this adapter: a full run
+            return None
+        try:
+            agent = self.world.get_agent(wake.target_agent, actor=wake.target_agent)  # rehydrate, re-checked
+        except PolicyDenied as exc:
+            return self.deny(wake, exc.message, started)
+        answer = adapter.check(agent, wake)
+        verdict = answer if isinstance(answer, WakeCheck) else WakeCheck(bool(answer))
+        layer["checked"] = True
+        layer["worth_acting"] = verdict.worth_acting
+        if verdict.worth_acting:
+            return None
+        layer["reached"] = WakeDepth.CHECK.label
+        return self._ack_only(wake, _Said(Decision.NO_ACTION, Outcome.NO_ACTION, layer=layer),
+                              f"lightweight check: not worth acting{': ' + verdict.reason if verdict.reason else ''}",
+                              started)
+
+    # -- outcomes -------------------------------------------------------------------------------------------
+
+    def _carry(self, wake: Wake, agent_id: str, envelope: DecisionEnvelope, started: int, shown: Shown,
+               layer: dict[str, Any] | None) -> Cycle:
+        if envelope.legacy and layer is None:
+            return self.act(wake, agent_id, envelope.as_agent_decision(), started, shown)  # today's cycle
+        try:
+            lowered = lower(envelope, wake, agent_id, self.world.clock.now_us(),
+                            contracts_of(self.world.action_contract, agent_id, envelope), self.book.store.read)
+        except InvalidInput as bad:
+            said = _Said(envelope.receipt_decision(), Outcome.FAILED, layer=layer,
+                         envelope={"outcome": envelope.effective.value})
+            return self._ack_only(wake, said, f"envelope refused: {bad.message}", started)
+        said = _Said(lowered.decision, lowered.outcome, None if envelope.legacy else lowered.summary, layer,
+                     lowered.roles)
+        self._said = said
+        try:
+            return self.act(wake, agent_id, lowered.agent_decision(envelope.reason), started, shown)
+        finally:
+            self._said = None
+
+    def _ack_only(self, wake: Wake, said: _Said, reason: str, started: int) -> Cycle:
+        """Ack ``wake`` with nothing but its receipt (and trace), as ``said`` says (fenced by the claim)."""
+        self._said = said
+        try:
+            with self._fenced(wake):
+                return self._finish(wake, None, said.outcome or Outcome.NO_ACTION, reason, started)
+        finally:
+            self._said = None
+
+    def _apply(self, actor: str, effect: AgentEffect, op_id: str, cause: Cause) -> str:
+        ref = super()._apply(actor, effect, op_id, cause)
+        said = self._said
+        if said is not None:
+            role = said.roles.get(int(op_id.rsplit(":", 1)[1]))
+            if role is not None:
+                said.written.setdefault(role, []).append(ref)
+        return ref
+
+    def _finish(self, wake: Wake, decided: AgentDecision | None, outcome: Outcome, reason: str | None,
+                started: int, refs: list[str] | None = None, shown: Shown | None = None,
+                verdicts: list[EffectVerdict] | None = None) -> Cycle:
+        """The protocol's ack, with what the envelope and the layer add (module docstring); without them,
+        the protocol's own."""
+        said = self._said
+        if said is None:
+            return super()._finish(wake, decided, outcome, reason, started, refs, shown, verdicts)
+        carried = outcome in (Outcome.ACTED, Outcome.NO_ACTION) and decided is not None
+        if carried and said.outcome is not None:
+            outcome = said.outcome
+        shown = shown or Shown([], 0)
+        listed = [v.as_json() for v in verdicts] if verdicts else []
+        deferred = wake.payload.get("deferred")
+        extra: dict[str, Any] = {"deferred": deferred} if isinstance(deferred, dict) else {}
+        if said.envelope is not None:
+            extra["envelope"] = {**said.envelope, **({"written": said.written} if carried and said.written else {})}
+        if said.layer is not None:
+            extra["wake_layer"] = said.layer
+        effects = decided.effects if decided else []
+        next_wake = said.written.get("next_wake", [None])[0] if carried else None
+        trace = TraceBody(
+            worker_id=self.worker_id, retrieved_refs=shown.retrieved[:MAX_TRACE_REFS],
+            tools=[e.effect for e in effects],
+            decisions=[{"decision": said.decision.value, "reason": decided.reason if decided else reason,
+                        "effects": len(effects), **({"verdicts": listed} if listed else {}), **extra}],
+            commits=refs or [], started_at_us=started, result=reason,
+            cost={"context_items": len(shown.retrieved), "context_bytes": shown.context_bytes,
+                  "effects": len(effects)})
+        receipt = self.world.ack_wake(
+            self.worker_id, wake.wake_id, said.decision.value, outcome=outcome.value, reason=reason,
+            action_refs=refs or [], next_wake=next_wake, op_id=f"{wake.wake_id}:ack",
+            observed_state_version=wake.base_state_version,
+            trace=trace, payload={**({"effects": listed} if listed else {}), **extra})
+        return Cycle(wake=wake, decision=decided, receipt=receipt)
+
+
+__all__ = ["CheckingAdapter", "EnvelopeAdapter", "EnvelopeOutcome", "EnvelopeWorker", "WakeCheck", "decide"]
