@@ -14,6 +14,10 @@ Every refusal is :class:`~engine.errors.Unauthenticated` with one of these reaso
   unknown), so a caller learns nothing about which ids exist;
 * ``revoked``, ``expired``: only said to a caller that proved the secret;
 * ``agent_unknown``: the token's agent no longer exists.
+
+:class:`ProofCache` keeps recent proofs for a transport's *gate* only (the check made before a request's body
+is read, on the event loop, without a store read): never for the proof a call is made under, which is
+:func:`authenticate` every time.
 """
 
 from __future__ import annotations
@@ -22,11 +26,15 @@ import hashlib
 import hmac
 import re
 import secrets
+import threading
+import time
+from collections import OrderedDict
 
 from engine.errors import Unauthenticated
 from engine.models.common import ID_PATTERN
 from engine.models.tokens import SECRET_BYTES, TOKEN_PREFIX, TokenPrincipal, TokenScope
 from store import Reader
+from store.changes import WriteRequest
 
 #: The longest token string looked at (prefix, the longest id, separator, secret).
 MAX_TOKEN_CHARS = len(TOKEN_PREFIX) + 128 + 1 + 2 * SECRET_BYTES
@@ -84,6 +92,87 @@ def authenticate(read: Reader, token: str | None, now_us: int) -> TokenPrincipal
                           expires_at_us=row["expires_at_us"])
 
 
+class ProofCache:
+    """Recent successful proofs, keyed by token id and the sha256 of the secret that proved them, each good
+    for at most ``ttl_us`` (of real time, whatever the world's clock) and only while the revocation epoch it
+    was proven in holds.
+
+    The epoch is bumped (:meth:`changed`, a ``Store.on_commit`` hook through :meth:`commit_hook`) by every
+    commit of this process that touches ``agent_tokens`` or ``agents`` (a revocation, an issue, an agent
+    changed), so a token revoked in this process is out of the cache at once; one revoked by another process
+    is out within ``ttl_us``. Either way the cache answers only :meth:`get`, a gate: the call itself is always
+    made under a proof read from the store (:func:`authenticate`), so a revoked token is refused on its very
+    next call whatever the cache holds. Bounded (``size`` entries, the oldest dropped first); thread-safe."""
+
+    TABLES = frozenset({"agent_tokens", "agents"})
+
+    def __init__(self, ttl_us: int = 1_000_000, size: int = 4096) -> None:
+        self.ttl_us = ttl_us
+        self.size = size
+        self.epoch = 0
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[str, tuple[str, TokenPrincipal, int, int]] = OrderedDict()
+
+    @staticmethod
+    def stamp() -> int:
+        """The real time a proof is made at (monotonic microseconds): what :meth:`put` is given."""
+        return time.monotonic_ns() // 1000
+
+    def get(self, token: str | None, now_us: int) -> TokenPrincipal | None:
+        """The principal ``token`` was proven to be within ``ttl_us`` in this epoch and still unexpired at
+        ``now_us`` (the world's clock); None otherwise (a malformed token, another secret, never proven,
+        stale: prove it from the store)."""
+        try:
+            token_id, secret = parse_token(token)
+        except Unauthenticated:
+            return None
+        with self._lock:
+            found = self._entries.get(token_id)
+        if found is None:
+            return None
+        digest, principal, proven_at, epoch = found
+        age = self.stamp() - proven_at
+        if epoch != self.epoch or not 0 <= age < self.ttl_us:
+            return None
+        if principal.expires_at_us is not None and now_us >= principal.expires_at_us:
+            return None
+        if not hmac.compare_digest(hash_secret(secret).encode("ascii"), digest.encode("ascii")):
+            return None
+        return principal
+
+    def put(self, token: str, principal: TokenPrincipal, proven_at: int, epoch: int) -> None:
+        """Keep the proof of ``token`` begun at ``proven_at`` (:meth:`stamp`) in ``epoch``, both taken
+        *before* the store was read: a change committed meanwhile leaves the entry stale."""
+        _token_id, secret = parse_token(token)
+        with self._lock:
+            if epoch != self.epoch:
+                return
+            self._entries[principal.token_id] = (hash_secret(secret), principal, proven_at, epoch)
+            self._entries.move_to_end(principal.token_id)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+    def forget(self, token: str | None) -> None:
+        """Drop the entry of ``token``'s id (a token the store just refused)."""
+        try:
+            token_id, _secret = parse_token(token)
+        except Unauthenticated:
+            return
+        with self._lock:
+            self._entries.pop(token_id, None)
+
+    def changed(self) -> None:
+        """A token or an agent changed: every entry is stale."""
+        with self._lock:
+            self.epoch += 1
+            self._entries.clear()
+
+    def commit_hook(self, request: WriteRequest) -> None:
+        """For ``Store.on_commit``: :meth:`changed` after a commit that touched a token or an agent."""
+        if any(change.table in self.TABLES for change in request.changes):
+            self.changed()
+
+
 def scope_allows(scope: TokenScope | str, write: bool) -> bool:
     """Whether a token of ``scope`` may make a call that writes (``write``) or only reads: ``read`` tokens
     read, ``act`` tokens do both (what the agent's roles allow is the PDP's to decide). An unknown scope
@@ -95,5 +184,5 @@ def scope_allows(scope: TokenScope | str, write: bool) -> bool:
     return False
 
 
-__all__ = ["MAX_TOKEN_CHARS", "authenticate", "hash_secret", "new_secret", "parse_token", "scope_allows",
+__all__ = ["MAX_TOKEN_CHARS", "ProofCache", "authenticate", "hash_secret", "new_secret", "parse_token", "scope_allows",
            "token_string"]

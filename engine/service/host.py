@@ -249,6 +249,8 @@ class Service:
             "pdp_address": grpc[0], "pdp_addresses": ",".join(grpc), "pdp_admin_user": None,
             "pdp_admin_password": None})
         self._runner_runtime = Runtime.open(runner_settings, supervise=False)
+        if self._dispatch is not None:  # a token revoked by the runner's agents is out of the gate's cache at once
+            self._runner_runtime.store.on_commit(self._dispatch.proofs.commit_hook)
         return self._runner_runtime
 
     def _start_leader(self) -> None:

@@ -201,17 +201,21 @@ def build_app(service: Service) -> FastAPI:
     app.add_middleware(HostCheck, allowed_hosts=list(service.allowed_hosts))
     dispatch = service.dispatch
 
-    async def proven(request: Request) -> TokenPrincipal:
-        """The request's principal: a declared oversize body refused first (nothing read), then the token
-        proven (``Unauthenticated``), before the routes read a byte of the body."""
+    async def proven(request: Request) -> str | None:
+        """The request's token, checked: a declared oversize body refused first (nothing read), then the
+        token proven (``Unauthenticated``) before the routes read a byte of the body: by the dispatcher's
+        gate (a proof of the last second, no store read) or on a worker thread."""
         refuse_declared_size(request)
-        return await to_thread.run_sync(dispatch.principal, bearer(request))
+        token = bearer(request)
+        if dispatch.gate(token) is None:
+            await to_thread.run_sync(dispatch.principal, token)
+        return token
 
-    async def served(principal: TokenPrincipal, work: Callable[[TokenPrincipal], Any]) -> Response:
-        """Run ``work`` for ``principal`` (on a worker thread, one call at a time: ``engine.service.dispatch``)
-        and answer its result."""
+    async def served(token: str | None, work: Callable[[TokenPrincipal], Any]) -> Response:
+        """Run ``work`` for the principal ``token`` proves (from the store, in the same trip to a worker thread
+        as the call; one call at a time: ``engine.service.dispatch``) and answer its result."""
         def run() -> Any:
-            value = dispatch.run_as(principal, work)
+            value = dispatch.run(token, work)
             return {"result": to_wire(value), "model": model_name(value)}
         try:
             answer = await to_thread.run_sync(run)
@@ -235,39 +239,39 @@ def build_app(service: Service) -> FastAPI:
     @app.post("/v1/world/{call}", include_in_schema=False)
     async def world_call(call: str, request: Request) -> Response:
         spec_of(WORLD_CALLS, "world", call)  # an unknown call is refused before the body is read
-        principal = await proven(request)
+        token = await proven(request)
         raw = await body_of(request)
 
         def call_world(p: TokenPrincipal) -> Any:
             arguments, positional = arguments_of(raw)
             return dispatch.world_call(p, call, arguments, positional)
-        return await served(principal, call_world)
+        return await served(token, call_world)
 
     @app.post("/v1/governance/{call}", include_in_schema=False)
     async def governance_call(call: str, request: Request) -> Response:
         spec = spec_of(service.governance_calls, "governance", call)
-        principal = await proven(request)
+        token = await proven(request)
         raw = await body_of(request)
         facade = service.governance
 
         def call_governance(p: TokenPrincipal) -> Any:
             arguments, positional = arguments_of(raw)
             return invoke(facade, spec, bind(spec, p, arguments, positional, target=facade))
-        return await served(principal, call_governance)
+        return await served(token, call_governance)
 
     @app.post("/v1/wakes/pull", include_in_schema=False)
     async def pull(request: Request) -> Response:
-        principal = await proven(request)
+        token = await proven(request)
         raw = await body_of(request)
         spec = CallSpec("pull", True, ())
-        return await served(principal, lambda p: service.pull(p, bind(spec, p, arguments_of(raw)[0])))
+        return await served(token, lambda p: service.pull(p, bind(spec, p, arguments_of(raw)[0])))
 
     @app.post("/v1/wakes/{wake_id}/decision", include_in_schema=False)
     async def decision(wake_id: str, request: Request) -> Response:
-        principal = await proven(request)
+        token = await proven(request)
         raw = await body_of(request)
         spec = CallSpec("decide", True, ())
-        return await served(principal, lambda p: service.decide(p, wake_id, bind(spec, p, arguments_of(raw)[0])))
+        return await served(token, lambda p: service.decide(p, wake_id, bind(spec, p, arguments_of(raw)[0])))
 
     mount_transports(app, service)
 

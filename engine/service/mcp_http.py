@@ -6,9 +6,11 @@ Built from the official SDK's pieces, in this order for every request:
    ``engine.service.mcp_origin.ExactHostOrigin``: ``Host`` and ``Origin`` parsed whole and matched exactly
    (421 / 403; the SDK's own checks below match a prefix);
 2. bearer authentication (the SDK's ``BearerAuthBackend`` with a verifier over the world's tokens,
-   ``engine.auth.tokens`` through ``service.dispatch.principal``): every request, so a token revoked or
-   expired is refused on its next request. No valid token: 401 with ``WWW-Authenticate: Bearer
-   error="invalid_token"`` (the MCP authorization spec's resource-server answer);
+   ``engine.auth.tokens`` through ``service.dispatch``: its gate, a proof of the last second that this
+   process's revocations clear at once, else a proof from the store): every request; the tool call itself
+   is made under a proof from the store (step 4), so a token revoked or expired is refused on its next call.
+   No valid token: 401 with ``WWW-Authenticate: Bearer error="invalid_token"`` (the MCP authorization
+   spec's resource-server answer);
 3. ``engine.service.mcp_sessions.CappedSessionManager`` (the SDK's stateful session manager): at most
    ``McpLimits`` sessions per token and per agent (over it the oldest idle one is closed; all in use: 429
    ``too_many_open``), idle ones closed
@@ -18,7 +20,8 @@ Built from the official SDK's pieces, in this order for every request:
    ``TransportSecuritySettings`` (DNS rebinding: a cross-origin request is 403); a session is bound to
    the token that opened it (another token on that session: 404, as if it did not exist);
 4. each tool call then goes through ``service.dispatch`` (``run`` + ``world_call``) with the request's
-   own token: the one door, the policy deciding.
+   own token, proven from the store in the call's own trip to the worker thread (or, when step 2 proved it
+   from the store for this request, under that proof): the one door, the policy deciding.
 
 The session manager's lifespan (and the hub following ``service.wake_feed``) is appended to
 ``app.state.lifespans``. When the server runs the app without its lifespan, the manager is started on the
@@ -76,40 +79,58 @@ def bearer_of(ctx: ServerRequestContext[Any, Any]) -> str | None:
 
 
 class ProvenAccessToken(AccessToken):
-    """The SDK's ``AccessToken`` with the principal the token proved when this request was authenticated."""
+    """The SDK's ``AccessToken`` with the principal the token proved when this request was authenticated;
+    ``fresh``: proven from the store for this very request (not by the dispatcher's gate from a proof of the
+    last second)."""
 
     principal: TokenPrincipal
+    fresh: bool = True
 
 
 def proven_of(ctx: ServerRequestContext[Any, Any]) -> TokenPrincipal | None:
-    """The principal this HTTP request's bearer token was proven to be by the authentication middleware (the
-    same request, moments ago), when the token it proved is the one the request carries; else None."""
+    """The principal this HTTP request's bearer token was proven to be from the store by the authentication
+    middleware (the same request, moments ago), when the token it proved is the one the request carries;
+    else None (also when the middleware only passed it through the gate: the call then proves it)."""
     request = ctx.request
     if not isinstance(request, Request):
         return None
     user = request.scope.get("user")
     access = getattr(user, "access_token", None)
-    if not isinstance(access, ProvenAccessToken) or access.token != bearer_of(ctx):
+    if not isinstance(access, ProvenAccessToken) or not access.fresh or access.token != bearer_of(ctx):
         return None
     return access.principal
 
 
 class WorldTokenVerifier:
-    """The SDK's ``TokenVerifier`` over the world's tokens: who a token proves now (None: nothing)."""
+    """The SDK's ``TokenVerifier`` over the world's tokens: who a token proves (None: nothing). The check
+    before a request is read: the dispatcher's gate (a proof of the last second, no store read, no trip to a
+    thread) or a proof from the store; a call is then made under a proof from the store in any case."""
 
     def __init__(self, service: Service) -> None:
         self.service = service
 
     async def verify_token(self, token: str) -> AccessToken | None:
         dispatch: Dispatcher = self.service.dispatch
+        principal = dispatch.gate(token)
+        if principal is not None:
+            return self._access(token, principal, fresh=False)
+        return await self.prove(token)
+
+    async def prove(self, token: str) -> ProvenAccessToken | None:
+        """Who ``token`` proves now, read from the store (never the gate's cache): the session sweep's check."""
+        dispatch: Dispatcher = self.service.dispatch
         try:
             principal: TokenPrincipal = await to_thread.run_sync(dispatch.principal, token)
         except PMWError:
             return None
+        return self._access(token, principal, fresh=True)
+
+    @staticmethod
+    def _access(token: str, principal: TokenPrincipal, *, fresh: bool) -> ProvenAccessToken:
         expires = principal.expires_at_us // 1_000_000 if principal.expires_at_us else None
         # the session is bound to (client_id, issuer, subject): the agent and the token that opened it
         return ProvenAccessToken(token=token, client_id=principal.agent_id, scopes=[principal.scope],
-                                 expires_at=expires, subject=principal.token_id, principal=principal)
+                                 expires_at=expires, subject=principal.token_id, principal=principal, fresh=fresh)
 
 
 def security_settings(allowed_hosts: set[str]) -> TransportSecuritySettings:
@@ -151,7 +172,7 @@ class McpEndpoint:
         except RuntimeError:  # a service without a running feed: subscriptions are never told anything
             feed = None
         async def holds(token: str) -> bool:
-            return await self.verifier.verify_token(token) is not None
+            return await self.verifier.prove(token) is not None  # from the store: a revocation ends the session
 
         async with self.manager.run(), self.hub.follow(feed), anyio.create_task_group() as sweeping:
             sweeping.start_soon(self.manager.sweep, holds)

@@ -16,8 +16,9 @@ it). In order, nothing read or written before each step passes:
 
 Answers are the call's result as JSON (the result model itself, not wrapped); a versioned resource answers
 ``ETag: "<version>"``; the answer is encoded on the worker thread that made the call (orjson), so the event
-loop only sends bytes, and a read proves its token and makes its call in one trip to that thread (a command
-makes two: its token is proven before its body is read). Errors are ``application/problem+json``
+loop only sends bytes, and a call proves its token from the store and is made in one trip to that thread. A
+command's token is also checked before its body is read: by the dispatcher's gate (a proof of the last second,
+no store read) or, when the gate does not know it, by one more trip to prove it. Errors are ``application/problem+json``
 (``engine.service.http_app.problem``), with 413 for a body over the cap. ``GET /v1/openapi.json`` serves the
 OpenAPI 3.1 document (``engine.service.rest_openapi``), with no token.
 """
@@ -155,12 +156,12 @@ def endpoint(route: Route, service: Service, params: tuple[QueryParam, ...]) -> 
             return Encoded(dispatch.world_call(principal, route.call, arguments))
         try:  # a declared oversize body first (nothing read), then the token, then the body
             refuse_declared_size(request)
-            if not route.is_command:  # no body: the token proven and the call made in one trip to the thread
-                encoded = await to_thread.run_sync(lambda: dispatch.run(token, work))
-                return encoded.response()
-            principal = await to_thread.run_sync(dispatch.principal, token)
-            raw = await body_of(request)
-            encoded = await to_thread.run_sync(lambda: dispatch.run_as(principal, work))
+            if route.is_command and dispatch.gate(token) is None:  # not proven within the last second: the
+                await to_thread.run_sync(dispatch.principal, token)  # token proven before a byte of the body
+            if route.is_command:
+                raw = await body_of(request)
+            # the call made under a proof from the store, in the same trip to the thread as the call
+            encoded = await to_thread.run_sync(lambda: dispatch.run(token, work))
         except PMWError as exc:
             return rest_problem(exc)
         return encoded.response()
