@@ -546,7 +546,8 @@ READS = {"project", "demo", "agents list", "agents show", "agents sessions", "st
          "policy reload", "policy explain", "policy history", "trace", "rules check", "rules shadow", "worker",
          "simulate", "rooms show", "rooms members", "rooms discussion", "rooms answers", "commands",
          "policy shadow", "audit", "tokens list", "serve", "login", "mcp",  # mcp: a server; its tools take op ids
-         "contracts check", "contracts list"}  # files only: no world opened
+         "contracts check", "contracts list",  # files only: no world opened
+         "metrics"}  # a read of the whole world (decided by the PDP)
 # The World calls take no operation id (init: bootstrapping a governor is allowed once anyway).
 NO_OP_ID = {"init", "wakes claim", "snapshot", "rooms close-stale", "backup", "pull", "decide",
             "retention sweep"}  # a sweep: each object it expires is a write of its own
