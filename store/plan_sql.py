@@ -92,7 +92,7 @@ class _Translator:
         """A scalar plan value (already :func:`_plain`) in the statement; ``type_``: the type it is bound as
         (an IN list's elements take their column's, as SQLAlchemy gives a list; else the value's own)."""
         if not self.bound:
-            return literal(value)
+            return literal(value, type_)
         self.values.append(value)
         return bindparam(f"pv{len(self.values) - 1}", value, type_=type_)
 
@@ -131,8 +131,8 @@ class _Translator:
             if not values:
                 return false()
             column = self.operand(args[0])
-            if not self.bound:
-                return column.in_(values)  # type: ignore[no-any-return]
+            # each element as its column's type, literal or bound alike: a bare list would take the type of its
+            # first element, and a list of mixed types (``[2.5, "alice"]``) then fails to bind
             return column.in_([self.value(v, column.type) for v in values])  # type: ignore[no-any-return]
         raise UntranslatablePlan(f"operator {op!r} with {len(args)} operands")
 

@@ -165,6 +165,16 @@ def test_a_bound_plan_selects_what_its_literal_sql_selects(busy: World, plan: Pl
     assert _ids(busy, kind, plan, bound=True) == _ids(busy, kind, plan, bound=False)
 
 
+def test_an_in_list_of_mixed_types_binds_each_element_as_its_column(busy: World) -> None:
+    """Once a CI failure: a literal ``IN`` list took its first element's type, so ``owner in [2.5, "alice"]``
+    raised ``could not convert string to float`` and ``[True, -1]`` ``not None, True, or False``."""
+    for listed in ([2.5, AGENTS[0]], [True, -1, AGENTS[0]], [AGENTS[0], 3]):
+        plan = PlanFilter(kind="conditional", condition=PlanExpression(operator="in", operands=[
+            PlanVariable(name="request.resource.attr.owner"), PlanValue(value=listed)]))
+        literal, bound = _ids(busy, "memory", plan, bound=False), _ids(busy, "memory", plan, bound=True)
+        assert literal == bound and literal, listed  # the agent's own memories, whatever else the list holds
+
+
 def test_plans_that_differ_only_by_values_share_one_form() -> None:
     def plan(owner: Any, scopes: list[Any]) -> PlanFilter:
         return PlanFilter(kind="conditional", condition=PlanExpression(operator="or", operands=[
