@@ -1,7 +1,7 @@
 """``pmw metrics``: the runtime quality metrics of seed 003 §31 over the whole world (ICR, UAR, DSR, HCS, RSR,
 Evidence Completeness), each with its definition, numerator and denominator, ``n/a`` when nothing was
 counted. A governance read (``engine.metrics``): ``--as`` must be one the PDP lets read the metrics (live
-governors and reviewers). Runs on the world's own runtime (not as a client of a server yet)."""
+governors and reviewers). In client mode (``PMW_SERVER`` / ``--server``) the server's world answers."""
 
 from __future__ import annotations
 
@@ -22,10 +22,7 @@ def metrics(
     """The §31 metrics of the world as its store records them: value (or n/a), numerator, denominator and the
     seed's definition; with --json also what each counts and the log position the counts include."""
     with invocation(ctx, acting=True, as_json=as_json) as run:
-        run.embedded_only("pmw metrics")
-        from engine.metrics import MetricsCalls
-
-        found = MetricsCalls.of(run.runtime).world_metrics(run.actor)
+        found = run.governance.metrics(run.actor)
         run.show(found if run.options.json else found.metrics, columns=COLUMNS)
 
 

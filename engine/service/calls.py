@@ -29,7 +29,8 @@ from engine.models.tokens import TokenPrincipal
 #: The World's reads a token may make (every parameter named ``actor`` is the token's agent).
 WORLD_READS: frozenset[str] = frozenset({
     "action_contract", "action_status", "allowed_actions", "allowed_actions_batch", "artifact_versions",
-    "current_policy_epoch", "events", "get_agent", "get_approval", "get_artifact", "get_handoff", "get_memory",
+    "attention_of", "current_policy_epoch", "events", "get_agent", "get_approval", "get_artifact", "get_handoff",
+    "get_memory",
     "get_receipt", "get_room", "get_state", "get_task", "get_topology", "get_trace", "get_wake",
     "handoff_checkpoint", "list_agents", "list_artifacts", "list_handoffs", "list_memory", "list_receipts",
     "list_state", "list_tasks", "list_tokens", "list_traces", "list_wakes", "project_world", "read_artifact",

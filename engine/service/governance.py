@@ -16,6 +16,8 @@ Bad arguments are ``InvalidInput`` and change nothing.
   attributes, of the deployed set or of an undeployed directory (a PDP of its own, stopped after).
 - :meth:`~GovernanceCalls.shadow`: the decision log replayed under a candidate set (``engine.policy.shadow``).
 - :meth:`~GovernanceCalls.audit`: the decision log queried (``engine.policy.decision_log``).
+- :meth:`~GovernanceCalls.metrics`: the §31 runtime quality metrics of the world (``engine.metrics``; the PDP
+  decides the ``metrics`` action on the ``governance`` resource).
 Only ``reload`` changes anything (besides a denial's record).
 """
 
@@ -27,6 +29,7 @@ from typing import Literal, NoReturn
 from pydantic import Field
 
 from engine.errors import InvalidInput, PolicyDenied, PolicyUnavailable
+from engine.metrics.model import WorldMetrics
 from engine.models.common import Model
 from engine.policy.candidate_pdp import candidate_dir, candidate_epoch, candidate_pdp
 from engine.policy.decision_inputs import decision_inputs, with_what_if
@@ -172,6 +175,13 @@ class GovernanceCalls:
         query = audit_filter(agent=agent, kind=kind, action=action, effect=effect, since_us=since_us,
                              until_us=until_us, limit=limit)
         return audit_rows(self._log_path(), query)
+
+    def metrics(self, actor: str) -> WorldMetrics:
+        """The seed's §31 metrics of the whole world (``pmw metrics``): decided by the PDP (``metrics`` on the
+        ``governance`` resource; a denial recorded and raised), computed from the store in one read."""
+        from engine.metrics import MetricsCalls
+
+        return MetricsCalls.of(self._runtime).world_metrics(actor)
 
     def _log_path(self) -> Path:
         managed = self._runtime.managed

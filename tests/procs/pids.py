@@ -37,6 +37,28 @@ def wait_dead(pid: int, timeout: float) -> bool:
     return True
 
 
+def uptime_s() -> float:
+    """Seconds since boot (``/proc/uptime``), the clock a process's start time in /proc counts on."""
+    return float(Path("/proc/uptime").read_text().split()[0])
+
+
+def started_after_boot_s(pid: int) -> float:
+    """When process ``pid`` started, in seconds since boot (field 22 of /proc/<pid>/stat, clock ticks): with
+    :func:`uptime_s` read at an event, how long after it the kernel started the process, whatever the
+    process then took to boot."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[19]) / os.sysconf("SC_CLK_TCK")
+
+
+def started_at_us(pid: int) -> int:
+    """When process ``pid`` started (µs since the epoch), from /proc (clock ticks since boot)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[19])  # field 22 of stat: starttime
+    boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                if line.startswith("btime "))
+    return (boot * 1_000_000) + ticks * 1_000_000 // os.sysconf("SC_CLK_TCK")
+
+
 def processes_mentioning(text: str) -> list[int]:
     """PIDs of the running processes whose command line contains ``text`` (e.g. a PDP's config path)."""
     found: list[int] = []

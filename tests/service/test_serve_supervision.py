@@ -4,6 +4,15 @@ the ten kill-to-answer times within 5 s, each within a bound a busy machine cann
 exists nothing is committed (the work that fell due waits, fail closed); afterwards every queued wake
 completes with exactly one receipt.
 
+"Nothing is committed" is judged by when a write was first *seen* in the log (the test reads the log every
+poll while it waits for the new PDP), against the new PDP's launch: a write seen before the new PDP existed
+was committed before it, so no PDP decided it after the kill. A write's ``created_at_us`` cannot judge it:
+it is taken when the write begins, and a write begun in the outage waits (up to its deadline) for the
+reconnecting PDP and is decided by the new one; so it was seen to be, once in ten runs on a busy machine,
+a claim that began 40 ms after the kill and was committed when the new PDP answered. Controller steps are
+the runtime's own bookkeeping, never decided by the PDP (``decided=False``): they follow what was
+committed before the kill, and they are not counted.
+
 The launch is timed from the kernel's own record of when the new process started (``/proc/<pid>/stat``
 against ``/proc/uptime`` read at the kill), so it is the supervisor's reaction (its poll and its backoff, at
 most 2 s), not how long a Cerbos server takes to boot on a 2-core machine that other tests keep busy: that
@@ -16,37 +25,18 @@ import signal
 import statistics
 import time
 from collections.abc import Iterator
-from pathlib import Path
+from typing import Any
 
 import pytest
 
 from store import Reader, Store
+from tests.procs.pids import started_after_boot_s, started_at_us, uptime_s
 from tests.service.support import Served, wait_until
 
 KILLS = 10
 BACK_WITHIN_S = 5.0
 #: Every kill's new PDP answers within this, however busy the machine (a hung restart still fails).
 ANSWERS_WITHIN_S = 60.0
-
-
-def started_at_us(pid: int) -> int:
-    """When process ``pid`` started (µs since the epoch), from /proc (clock ticks since boot)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = int(fields[19])  # field 22 of stat: starttime
-    boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                if line.startswith("btime "))
-    return (boot * 1_000_000) + ticks * 1_000_000 // os.sysconf("SC_CLK_TCK")
-
-
-def uptime_s() -> float:
-    """Seconds since boot (``/proc/uptime``), the clock a process's start time in /proc counts on."""
-    return float(Path("/proc/uptime").read_text().split()[0])
-
-
-def started_after_boot_s(pid: int) -> float:
-    """When process ``pid`` started, in seconds since boot (field 22 of /proc/<pid>/stat, clock ticks)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[19]) / os.sysconf("SC_CLK_TCK")
 
 
 def caught_up(read: Reader) -> bool:
@@ -75,7 +65,6 @@ def test_ten_pdp_kills_under_a_running_server(served: Served, read: Reader) -> N
     boss = served.client(served.add_agent("boss", ["wake.enqueue"]))
     served.add_agent("relay", ["state.write"])
     wake_ids: list[str] = []
-    due_at: dict[str, int] = {}
     took: list[float] = []
     launched: list[float] = []
     for round_ in range(KILLS):
@@ -84,19 +73,23 @@ def test_ten_pdp_kills_under_a_running_server(served: Served, read: Reader) -> N
                 "target_agent": "relay", "cause": "count", "idempotency_key": f"r{round_}-{n}",
                 "not_before_us": int(time.time() * 1_000_000) + 800_000, "actor": "boss"}).wake
             wake_ids.append(wake.wake_id)
-            due_at[wake.wake_id] = wake.not_before_us
         wait_until(lambda: caught_up(read), 30, "the controller catching up")
         before = served.health()["pdp"]
         assert before["state"] == "up", before
         killed_at = int(time.time() * 1_000_000)
-        # Work already due at the kill (a slow set-up on a busy machine, or an earlier round's wake still
-        # queued) may have been decided under the live PDP and commit just after the kill: only its own
-        # wake's records are not counted below; any other write in the window is.
-        due_before_kill = {w for w, due in due_at.items() if due <= killed_at}
         killed_after_boot = uptime_s()
         os.kill(before["pid"], signal.SIGKILL)
 
-        def back(before: dict[str, object] = before) -> bool:
+        seen: list[tuple[int, dict[str, Any]]] = []  # (when first read, µs since the epoch; the event)
+        last_seq = max((e["seq"] for e in read.events(0)), default=0)
+
+        def back(before: dict[str, object] = before,
+                 seen: list[tuple[int, dict[str, Any]]] = seen) -> bool:
+            nonlocal last_seq
+            looked_at = int(time.time() * 1_000_000)  # the events read now were committed by this time
+            for e in read.events(last_seq):
+                seen.append((looked_at, e))
+                last_seq = max(last_seq, int(e["seq"]))
             now = served.health()["pdp"]
             return bool(now["state"] == "up" and now["pid"] != before["pid"])
         took.append(wait_until(back, ANSWERS_WITHIN_S, f"the PDP back after kill {round_ + 1}"))
@@ -105,9 +98,10 @@ def test_ten_pdp_kills_under_a_running_server(served: Served, read: Reader) -> N
         assert launched[-1] <= BACK_WITHIN_S, (f"kill {round_ + 1}: the new PDP launched "
                                                f"{launched[-1]:.2f} s after the kill", launched)
         reborn = started_at_us(new_pid)
-        during = [(e["seq"], e["command"], e["subject_id"]) for e in read.events(0)
-                  if killed_at < e["created_at_us"] < reborn and e["subject_id"] not in due_before_kill]
-        assert during == [], f"written while no PDP existed (kill {round_ + 1}): {during}"
+        # begun after the kill, committed before the new PDP existed: no PDP can have decided it
+        during = [(e["seq"], e["command"], e["subject_id"]) for looked_at, e in seen
+                  if killed_at < e["created_at_us"] and looked_at < reborn and e["command"] != "controller_step"]
+        assert during == [], f"committed while no PDP existed (kill {round_ + 1}): {during}"
 
     assert served.health()["pdp"]["restarts"] == KILLS
     print("PDP launched after SIGKILL (s):", " ".join(f"{t:.2f}" for t in launched))  # shown with pytest -s

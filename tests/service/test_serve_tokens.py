@@ -184,3 +184,17 @@ def test_a_body_is_parsed_only_once_its_token_is_checked(served: Served, tokens:
     assert (got, answer.get("code")) == (401, "unauthenticated")
     got, answer = raw_post(served, "/v1/world/get_state", deep, tokens["alice"])  # a token: the body's fault
     assert (got, answer.get("code")) == (400, "invalid_input")
+
+
+def test_the_metrics_are_a_governance_read_over_the_server(served: Served, tokens: dict[str, str]) -> None:
+    """``pmw metrics`` in client mode: the server's world answers a governor; alice (a worker) is refused by
+    the PDP, her denial recorded and nothing else written."""
+    shown = served.cli_in_process(served.governor_token, "--json", "metrics")
+    assert shown.exit_code == 0, shown.output
+    found = json.loads(shown.stdout)
+    assert {m["name"] for m in found["metrics"]} >= {"ICR", "UAR", "DSR", "HCS", "RSR", "EC"}
+    assert found["last_seq"] >= 1 and found["reader"] == "gov"
+    before = head(served)
+    refused = served.cli_in_process(tokens["alice"], "--json", "metrics")
+    assert refused.exit_code != 0 and "policy_denied" in refused.output, refused.output
+    assert head(served) == before + 1  # her denial's audit event, nothing else
