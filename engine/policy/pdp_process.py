@@ -40,7 +40,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import bcrypt
 
@@ -69,6 +69,55 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+#: How many times a first start picks new ports when another process took one before Cerbos bound it.
+PORT_ATTEMPTS = 3
+
+
+class _PortTaken(Exception):
+    """The server could not listen on its ports: another process holds one. ``fresh``: the ports were picked
+    for this start (no client holds them yet), so others may be picked."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.fresh = False
+
+
+def _listening_inodes(port: int) -> set[str]:
+    """The socket inodes listening on TCP ``port`` of 127.0.0.1 (``/proc/net/tcp``; state 0A is LISTEN)."""
+    wanted = f"0100007F:{port:04X}"
+    found: set[str] = set()
+    try:
+        lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    except OSError:
+        return found
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 9 and fields[1] == wanted and fields[3] == "0A":
+            found.add(fields[9])
+    return found
+
+
+def port_holder(pid: int, port: int) -> Literal["this", "another", "none"]:
+    """Who listens on 127.0.0.1:``port``: process ``pid`` (``this``), another process, or none (Linux
+    ``/proc``: the listening socket's inode among ``pid``'s open files)."""
+    inodes = _listening_inodes(port)
+    if not inodes:
+        return "none"
+    fd_dir = Path(f"/proc/{pid}/fd")
+    try:
+        names = os.listdir(fd_dir)
+    except OSError:
+        return "another"
+    for name in names:
+        try:
+            target = os.readlink(fd_dir / name)
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target[8:-1] in inodes:
+            return "this"
+    return "another"
 
 
 _PRCTL = ctypes.CDLL(None, use_errno=True).prctl  # bound in the parent: the child only makes the call
@@ -338,8 +387,29 @@ class ManagedPdp:
         until it is healthy. ``cancel`` (a supervisor's stop): once set, nothing is
         launched, and a wait in progress ends with :class:`PolicyUnavailable` (the server stopped).
         ``revive`` (a supervisor's restart): only bring back a server that died; after :meth:`stop` launch
-        nothing and raise :class:`PolicyUnavailable` (checked atomically with a concurrent stop)."""
+        nothing and raise :class:`PolicyUnavailable` (checked atomically with a concurrent stop).
+
+        Healthy means *this* server answers: the ports it listens on must be held by its own process
+        (``/proc``). A port is picked free and released before Cerbos binds it, so another process may take
+        it in between (another runtime's PDP starting at the same moment); a first start then picks new
+        ports and launches again (at most :data:`PORT_ATTEMPTS` times), a restart on the addresses clients
+        hold fails closed (its supervisor tries again). Without the check a runtime could take another
+        PDP's health answer for its own and send its checks to a server of other policies."""
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                return self._start_once(timeout, cancel=cancel, revive=revive)
+            except _PortTaken as taken:
+                with self._lock:
+                    fresh = taken.fresh
+                    if fresh:
+                        self._ports = None  # never handed out: pick others
+                if not fresh or attempt == PORT_ATTEMPTS:
+                    raise PolicyUnavailable(f"cerbos could not serve on its ports: {taken}") from None
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _start_once(self, timeout: float, *, cancel: threading.Event | None, revive: bool) -> PdpAddress:
         binary = cerbos_binary()
+        fresh = False
         with self._lock:
             if cancel is not None and cancel.is_set():
                 raise PolicyUnavailable("the PDP's start was cancelled")
@@ -350,6 +420,7 @@ class ManagedPdp:
                 self._prepare_workdir()
                 if self._ports is None:  # a restart keeps the addresses clients already hold
                     self._ports = (_free_port(), _free_port())
+                    fresh = self.address is None
                 grpc_port, http_port = self._ports
                 config = self._write_config(grpc_port, http_port, self._password)
                 argv = [str(binary), "server", f"--config={config}", "--log-level=warn", "--debug-listen-addr="]
@@ -363,9 +434,18 @@ class ManagedPdp:
                                           admin_user="pmw", admin_password=self._password)
             self._stopped = False
             address = self.address
-        assert address is not None
+            ports = self._ports
+        assert address is not None and ports is not None
         try:
-            self._wait_healthy(running, address, timeout, cancel)
+            self._wait_healthy(running, address, timeout, cancel, ports)
+        except _PortTaken as taken:
+            with self._lock:
+                if fresh:
+                    self.address = None
+                if self.proc is None:
+                    shutil.rmtree(self._workdir, ignore_errors=True)
+            taken.fresh = fresh
+            raise
         except PolicyUnavailable:
             with self._lock:
                 if self.proc is None:  # nothing runs: its config (the password's hash) goes too
@@ -374,7 +454,7 @@ class ManagedPdp:
         return address
 
     def _wait_healthy(self, proc: subprocess.Popen[bytes], address: PdpAddress, timeout: float,
-                      cancel: threading.Event | None) -> None:
+                      cancel: threading.Event | None, ports: tuple[int, int]) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc is not proc or (cancel is not None and cancel.is_set()):
@@ -383,9 +463,16 @@ class ManagedPdp:
             if (code := proc.poll()) is not None:
                 tail = self._log_tail()
                 self._terminate(proc)
+                if "address already in use" in tail:
+                    raise _PortTaken(f"cerbos exited with {code}: a port was taken ({ports})")
                 raise PolicyUnavailable(f"cerbos exited with {code}: {tail.strip()}")
             if pdp_healthy(address, timeout_s=0.5):
-                return
+                holders = [port_holder(proc.pid, port) for port in ports]
+                if holders == ["this", "this"]:
+                    return
+                if "another" in holders:  # what answered may not be this server: never trust it
+                    self._terminate(proc)
+                    raise _PortTaken(f"another process listens on one of the ports {ports}")
             time.sleep(0.02)
         self._terminate(proc)
         raise PolicyUnavailable(f"cerbos did not become healthy within {timeout} s")
@@ -447,5 +534,5 @@ def pdp_healthy(address: PdpAddress, *, timeout_s: float = 0.5) -> bool:
         return False
 
 
-__all__ = ["INSTALL_HINT", "ManagedPdp", "PdpAddress", "cerbos_binary", "default_run_dir", "pdp_healthy",
-           "sweep_orphans"]
+__all__ = ["INSTALL_HINT", "PORT_ATTEMPTS", "ManagedPdp", "PdpAddress", "cerbos_binary", "default_run_dir",
+           "pdp_healthy", "port_holder", "sweep_orphans"]
