@@ -10,6 +10,10 @@ JSON object (a line being written, a foreign line) are skipped.
 :func:`read_checks` yields one :class:`LoggedCheck` per (request, resource), oldest file first;
 :func:`audit_rows` flattens them to one :class:`AuditRow` per action and filters them. The runtime's own
 epoch probes (principal ``pmw-epoch-probe``) are not an agent's decisions and are left out.
+
+A runtime that starts several PDPs (``PMW_PDP_REPLICAS``) spreads its calls over them, and each writes its
+own log (replica ``i`` > 0: ``decisions-r<i>.log``): :func:`audit_rows` and :func:`newest_checks` read every
+log they are given and merge them by the PDP's time, each row naming the replica whose log holds it.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from __future__ import annotations
 import gzip
 import heapq
 import json
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -78,6 +83,8 @@ class AuditRow(Model):
     policy_epoch: str | None = None
     invalid_request: bool = Field(default=False, description="the PDP's schemas refused the attributes "
                                                              "(the caller got policy_invalid_request)")
+    replica: int = Field(default=0, ge=0, description="the PDP whose log holds it (0: the first; i: the "
+                                                      "runtime's replica i, decisions-r<i>.log)")
 
 
 def parse_time_us(text: str) -> int:
@@ -202,30 +209,45 @@ def audit_filter(*, agent: object = None, kind: object = None, action: object = 
                        since_us=since, until_us=until, limit=limit)
 
 
-def rows_of(check: LoggedCheck) -> Iterator[AuditRow]:
+def rows_of(check: LoggedCheck, replica: int = 0) -> Iterator[AuditRow]:
     for action, effect in check.effects.items():
         policy = check.policies.get(action)
         yield AuditRow(time_us=check.time_us, call_id=check.call_id, principal=check.principal.id,
                        roles=list(check.principal.roles), kind=check.resource.kind, id=check.resource.id,
                        action=action, effect=effect, policy=policy,
                        policy_file=check.policy_files.get(policy) if policy else None, policy_epoch=check.epoch,
-                       invalid_request=check.invalid)
+                       invalid_request=check.invalid, replica=replica)
 
 
-def audit_rows(path: Path, query: AuditFilter) -> list[AuditRow]:
+def _paths(logs: Path | Sequence[Path]) -> list[Path]:
+    return [logs] if isinstance(logs, Path) else list(logs)
+
+
+def audit_rows(logs: Path | Sequence[Path], query: AuditFilter) -> list[AuditRow]:
     """The newest ``query.limit`` logged decisions that pass ``query``, oldest first (by the PDP's time: the
-    log's lines are written as requests finish, not quite in time order)."""
-    kept: list[tuple[int, int, AuditRow]] = []  # a min-heap of the newest rows: (time, line order, row)
-    for order, row in enumerate(row for check in read_checks(path)
-                                if query.agent is None or check.principal.id == query.agent
-                                for row in rows_of(check) if query.keeps(row)):
-        item = (row.time_us, order, row)
-        if len(kept) < query.limit:
-            heapq.heappush(kept, item)
-        elif item[:2] > kept[0][:2]:
-            heapq.heapreplace(kept, item)
-    return [row for _, _, row in sorted(kept, key=lambda item: item[:2])]
+    log's lines are written as requests finish, not quite in time order). ``logs``: one log, or the logs of
+    every replica (``logs[i]`` is replica ``i``'s), merged."""
+    kept: list[tuple[int, int, int, AuditRow]] = []  # a min-heap of the newest: (time, replica, line order, row)
+    for replica, path in enumerate(_paths(logs)):
+        for order, row in enumerate(row for check in read_checks(path)
+                                    if query.agent is None or check.principal.id == query.agent
+                                    for row in rows_of(check, replica) if query.keeps(row)):
+            item = (row.time_us, replica, order, row)
+            if len(kept) < query.limit:
+                heapq.heappush(kept, item)
+            elif item[:3] > kept[0][:3]:
+                heapq.heapreplace(kept, item)
+    return [row for *_, row in sorted(kept, key=lambda item: item[:3])]
+
+
+def newest_checks(logs: Path | Sequence[Path], limit: int) -> list[LoggedCheck]:
+    """The newest ``limit`` logged checks of ``logs`` (one log, or every replica's), oldest first."""
+    newest: list[tuple[int, int, int, LoggedCheck]] = []
+    for replica, path in enumerate(_paths(logs)):
+        newest.extend((c.time_us, replica, order, c) for order, c in enumerate(deque(read_checks(path), maxlen=limit)))
+    newest.sort(key=lambda item: item[:3])
+    return [check for *_, check in newest[-limit:]] if limit > 0 else []
 
 
 __all__ = ["AuditFilter", "AuditRow", "LoggedCheck", "audit_filter", "audit_rows", "log_files", "log_path",
-           "parse_time_us", "read_checks", "rows_of"]
+           "newest_checks", "parse_time_us", "read_checks", "rows_of"]

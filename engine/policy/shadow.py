@@ -10,7 +10,6 @@ that would make the runtime's requests invalid is a change worth seeing).
 from __future__ import annotations
 
 import json
-from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -20,7 +19,7 @@ from pydantic import Field
 from engine.errors import InvalidInput, PolicyInvalidRequest
 from engine.models.common import Model
 from engine.policy.cerbos_adapter import MAX_RESOURCES_PER_REQUEST, CerbosPdp
-from engine.policy.decision_log import LoggedCheck, log_files, read_checks
+from engine.policy.decision_log import LoggedCheck, log_files
 
 DEFAULT_LIMIT = 10_000
 MAX_LIMIT = 100_000
@@ -61,11 +60,6 @@ def shadow_limit(value: object) -> int:
     return value
 
 
-def newest_checks(log: Path, limit: int) -> list[LoggedCheck]:
-    """The newest ``limit`` logged checks, oldest first."""
-    return list(deque(read_checks(log), maxlen=limit))
-
-
 def _key(check: LoggedCheck) -> str:
     p = check.principal
     return json.dumps([p.id, sorted(p.roles), p.attr], sort_keys=True)
@@ -96,8 +90,9 @@ def _answers(pdp: CerbosPdp, batch: list[LoggedCheck]) -> list[dict[str, After] 
 
 
 def replay(pdp: CerbosPdp, checks: Sequence[LoggedCheck], *, policy_dir: Path, candidate_epoch: str,
-           log: Path) -> ShadowReport:
-    """Ask ``pdp`` (serving the candidate) every check again and report what differs."""
+           log: Path | Sequence[Path]) -> ShadowReport:
+    """Ask ``pdp`` (serving the candidate) every check again and report what differs. ``log``: the decision
+    log the checks were read from (or every replica's), named in the report."""
     changes: list[ShadowChange] = []
     decided = invalid = 0
     for batch in _groups(checks):
@@ -111,12 +106,14 @@ def replay(pdp: CerbosPdp, checks: Sequence[LoggedCheck], *, policy_dir: Path, c
                     changes.append(ShadowChange(time_us=check.time_us, call_id=check.call_id,
                                                 principal=check.principal.id, kind=check.resource.kind,
                                                 id=check.resource.id, action=action, before=before, after=after))
+    logs = [log] if isinstance(log, Path) else list(log)
     return ShadowReport(
-        policy_dir=str(policy_dir), candidate_epoch=candidate_epoch, log_files=[str(p) for p in log_files(log)],
+        policy_dir=str(policy_dir), candidate_epoch=candidate_epoch,
+        log_files=[str(f) for path in logs for f in log_files(path)],
         checks_replayed=len(checks), decisions_replayed=decided, changed=len(changes),
         allow_to_deny=sum(c.before == "ALLOW" and c.after == "DENY" for c in changes),
         deny_to_allow=sum(c.before == "DENY" and c.after == "ALLOW" for c in changes),
         invalid=invalid, changes=changes)
 
 
-__all__ = ["DEFAULT_LIMIT", "ShadowChange", "ShadowReport", "newest_checks", "replay", "shadow_limit"]
+__all__ = ["DEFAULT_LIMIT", "ShadowChange", "ShadowReport", "replay", "shadow_limit"]

@@ -33,11 +33,11 @@ from engine.metrics.model import WorldMetrics
 from engine.models.common import Model
 from engine.policy.candidate_pdp import candidate_dir, candidate_epoch, candidate_pdp
 from engine.policy.decision_inputs import decision_inputs, with_what_if
-from engine.policy.decision_log import AuditRow, audit_filter, audit_rows, log_path
+from engine.policy.decision_log import AuditRow, audit_filter, audit_rows, log_path, newest_checks
 from engine.policy.explain_trace import Effect, TraceStep, check_agreement, trace_decision
 from engine.policy.governance import current_deployment
 from engine.policy.model import ACTIONS, KINDS
-from engine.policy.shadow import DEFAULT_LIMIT, ShadowReport, newest_checks, replay, shadow_limit
+from engine.policy.shadow import DEFAULT_LIMIT, ShadowReport, replay, shadow_limit
 from engine.runtime import ReloadReport, Runtime
 from engine.world.policy_epochs import PolicyEpoch
 
@@ -160,7 +160,7 @@ class GovernanceCalls:
         self._require_governor(actor, "policy shadow")
         candidate = candidate_dir("policy_dir", policy_dir)
         count = shadow_limit(limit)
-        log = self._log_path()
+        log = self._log_paths()
         checks = newest_checks(log, count)
         with candidate_pdp(candidate, timeout_s=self._runtime.settings.pdp_timeout_s) as pdp:
             return replay(pdp, checks, policy_dir=candidate, candidate_epoch=candidate_epoch(candidate), log=log)
@@ -174,7 +174,7 @@ class GovernanceCalls:
         self._require_reader(actor, "audit")
         query = audit_filter(agent=agent, kind=kind, action=action, effect=effect, since_us=since_us,
                              until_us=until_us, limit=limit)
-        return audit_rows(self._log_path(), query)
+        return audit_rows(self._log_paths(), query)
 
     def metrics(self, actor: str) -> WorldMetrics:
         """The seed's §31 metrics of the whole world (``pmw metrics``): decided by the PDP (``metrics`` on the
@@ -183,11 +183,11 @@ class GovernanceCalls:
 
         return MetricsCalls.of(self._runtime).world_metrics(actor)
 
-    def _log_path(self) -> Path:
-        managed = self._runtime.managed
-        if managed is not None and managed.audit_path is not None:
-            return managed.audit_path
-        return log_path(self._runtime.settings.resolved_data_dir())
+    def _log_paths(self) -> list[Path]:
+        """The decision logs of the PDPs this runtime started (one per replica, the first's first), else the
+        world's default log path. External PDPs keep their logs where they run: not read here."""
+        own = [m.audit_path for m in self._runtime.managed_replicas if m.audit_path is not None]
+        return own or [log_path(self._runtime.settings.resolved_data_dir())]
 
 
 __all__ = ["GovernanceCalls", "PolicyExplanation"]
