@@ -33,6 +33,7 @@ from engine.policy.enforcement import PdpAuthorizer
 from engine.policy.model import ACTIONS
 from engine.policy.pdp_process import ManagedPdp, PdpAddress
 from engine.policy.pdp_replicas import PROBE_ACTOR, PdpReplicas, ReplicaStatus, probe_epoch
+from engine.policy.plan_memo import PlanMemo
 from engine.policy.supervisor import PdpHealth, PdpSupervisor
 from engine.settings import Settings, load_settings
 from engine.sources import Clock, IdSource, SystemClock
@@ -148,7 +149,8 @@ class Runtime:
             pdp = PdpReplicas(addresses, timeout_s=settings.pdp_timeout_s, store_epoch=store_epoch,
                               reload_stale=not external or bool(settings.pdp_admin_password))
             policy = PdpAuthorizer(pdp, store.read, deploy_root=cls.deploy_root(settings),
-                                   decision_memo_size=settings.decision_memo_size)
+                                   decision_memo_size=settings.decision_memo_size,
+                                   plan_memo=PlanMemo(settings.plan_memo_size))
             book = RuntimeBook(store, policy=policy, clock=clock, ids=ids,
                                artifact_dir=settings.resolved_artifact_dir())
             epoch = probe_epoch(pdp)

@@ -18,6 +18,9 @@
 ``PMW_DECISION_MEMO_SIZE``  decisions remembered per policy epoch (``engine.policy.decision_memo``); default 0:
                         off, so the PDP's decision log holds every decision (``pmw audit``); a remembered
                         decision is answered without the PDP and is not logged again
+``PMW_PLAN_MEMO_SIZE``  query plans remembered (``engine.policy.plan_memo``, an exact-key LRU; default 4096):
+                        a projection asks ~6 plans per agent, so a world of N agents that all wake needs
+                        ~6 x N to keep missing out (each entry ~9 KB: 4096 is ~35 MB)
 ``PMW_CONSOLE_REPORTS``  the directory the console browses simulation reports from (``/console/reports``);
                         default ``./sim-out``, where ``pmw simulate`` writes
 
@@ -55,6 +58,7 @@ class Settings(BaseSettings):
     pdp_timeout_s: float = Field(default=2.0, gt=0, le=60)
     policy_deploy_root: Path | None = None
     decision_memo_size: int = Field(default=0, ge=0, le=10_000_000)
+    plan_memo_size: int = Field(default=4096, ge=0, le=1_000_000)
     console_reports: Path = Path("sim-out")
 
     def pdp_address_list(self) -> list[str]:

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.errors import InvalidInput
 from engine.policy.cerbos_adapter import CerbosPdp
 from engine.policy.enforcement import PdpAuthorizer
+from engine.runtime import Runtime
+from engine.settings import load_settings
 from engine.world import World
-from tests.conftest import add_agent, book_of, close_world, open_pdp_world
+from tests.conftest import REPO, add_agent, book_of, close_world, open_pdp_world
 
 KINDS = ("memory", "task", "state", "handoff", "room", "wake", "receipt", "artifact")
 CAPS = ["memory.write", "state.write", "task.create", "room.open", "memory.invoke"]
@@ -89,3 +93,26 @@ def test_the_memo_serves_repeats_and_misses_on_every_authority_or_epoch_change(p
     book_of(pworld).activate_policy_epoch(epoch.epoch + "-again", "tests")  # a new epoch: nothing remembered applies
     policy.plan("b", "memory", "read")
     assert memo.misses == misses + 2
+
+
+def test_the_memo_size_is_a_setting_the_runtime_applies(tmp_path: Any, policy_deployment: Any) -> None:
+    """``PMW_PLAN_MEMO_SIZE``: a world of many agents sizes the memo to hold every agent's plans (a memo
+    smaller than what one round of wakes asks forgets each plan just before it is asked again)."""
+    with pytest.raises(InvalidInput) as refused:
+        load_settings(plan_memo_size=-1)
+    assert refused.value.field == "PMW_PLAN_MEMO_SIZE"
+    assert load_settings().plan_memo_size == 4096
+    runtime = Runtime.open(load_settings(db_url=f"sqlite:///{tmp_path / 'w.db'}", policy_dir=REPO / "policies",
+                                         policy_deploy_root=policy_deployment.parent, plan_memo_size=12),
+                           supervise=False)
+    try:
+        memo = runtime.book.policy.plan_memo  # type: ignore[attr-defined]
+        assert memo.capacity == 12
+        runtime.book.bootstrap_governor("gov", "Governor", "t-gov")
+        runtime.world.activate_session("term:t-gov")
+        for n in range(8):
+            add_agent(runtime.world, f"a{n}", ["state.write"])
+            runtime.world.project_world(f"a{n}")
+        assert len(memo._plans) == 12  # bounded by the setting
+    finally:
+        runtime.close()
