@@ -341,6 +341,20 @@ def commit(db: Database, request: WriteRequest, hooks: tuple[CommitHook, ...] = 
     return CommitOutcome(result=request.result, event_id=request.event_id, replayed=False)
 
 
+# -- the runtime's secrets ------------------------------------------------------------------------------
+
+def runtime_secret(cur: Any, dialect: str, name: str) -> str:
+    """The runtime secret ``name`` of this world (``runtime_secrets``, drawn once by the migration that
+    created the table: :data:`store.migrations.RUNTIME_SECRETS`), read on the driver cursor ``cur``. Only
+    the runtime calls this (the read-set key: ``engine.world.read_set``); no World read or transport
+    reaches the table. ``StoreUnavailable`` if the world has no such secret (not migrated)."""
+    cur.execute(f"SELECT secret FROM runtime_secrets WHERE name = {placeholder(dialect, 'n')}", {"n": name})
+    row = cur.fetchone()
+    if row is None:
+        raise StoreUnavailable(f"this world has no runtime secret {name!r} (run pmw init)")
+    return str(row[0])
+
+
 # -- the claim: one conditional statement ---------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -585,4 +599,5 @@ def release_lease(db: Database, lease: Lease, now_us: int) -> bool:
 
 
 __all__ = ["LOG_LOCK_SQL", "BatchRefused", "ClaimDecider", "CommitHook", "WakeClaim", "claim_wake", "commit",
-           "commit_many", "log_lock_held", "lookup_operation", "release_lease", "renew_lease", "take_lease"]
+           "commit_many", "log_lock_held", "lookup_operation", "release_lease", "renew_lease", "runtime_secret",
+           "take_lease"]

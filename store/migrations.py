@@ -13,6 +13,7 @@ this code does not know.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -96,6 +97,21 @@ def _room_events_index(conn: Connection) -> None:
     ROOM_EVENTS_INDEX.create(conn, checkfirst=True)
 
 
+#: The table of the runtime's own secrets (name -> hex secret). It is not in :mod:`store.schema`'s metadata on
+#: purpose: no reader of rows (``Reader.get``/``rows``, snapshots, the log view) can name it, and no event
+#: carries it; only :func:`store.gateway.runtime_secret` reads it.
+RUNTIME_SECRETS = "runtime_secrets"
+#: The secret that signs this world's read-set tokens (``engine.world.read_set``).
+READ_SET_SECRET = "read_set_key"
+
+
+def _runtime_secrets(conn: Connection) -> None:
+    conn.execute(text(f"CREATE TABLE IF NOT EXISTS {RUNTIME_SECRETS} (name VARCHAR(64) PRIMARY KEY, "
+                      "secret VARCHAR(128) NOT NULL)"))
+    conn.execute(text(f"INSERT INTO {RUNTIME_SECRETS} (name, secret) VALUES (:n, :s) ON CONFLICT (name) DO NOTHING"),
+                 {"n": READ_SET_SECRET, "s": secrets.token_hex(32)})
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema: world tables, events (the operations ledger), snapshots", _initial_schema),
     Migration(2, "policy epochs: the policy set every decision must have been taken under", _policy_epochs),
@@ -113,6 +129,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               _controller_leases),
     Migration(10, "controller facts: the engine's assertion order (a rebuild fires as the follower did)",
               _controller_fact_order),
+    Migration(11, "runtime secrets: this world's read-set signing key, drawn once (tokens verify in every process)",
+              _runtime_secrets),
 )
 
 
@@ -204,5 +222,5 @@ def as_before_8(db: Database) -> None:
 
 LATEST = MIGRATIONS[-1].version
 
-__all__ = ["LATEST", "MIGRATIONS", "Migration", "as_before_8", "current_version", "index_definitions", "migrate",
-           "require_supported", "room_events_plan"]
+__all__ = ["LATEST", "MIGRATIONS", "READ_SET_SECRET", "RUNTIME_SECRETS", "Migration", "as_before_8",
+           "current_version", "index_definitions", "migrate", "require_supported", "room_events_plan"]

@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from engine.errors import ConflictError, PMWError, PolicyDenied, PolicyEpochChanged, PolicyUnavailable
+from engine.errors import ConflictError, PMWError, PolicyDenied, PolicyEpochChanged, PolicyUnavailable, StaleRead
 from engine.models.agents import Agent
 from engine.models.common import ID_PATTERN, JsonValue
 from engine.models.receipts import Decision, Outcome, Receipt
@@ -35,6 +35,7 @@ from engine.world import Cause, World
 from engine.world.book import RuntimeBook
 from engine.world.core import PlannedDenied
 from engine.world.projection import WorldView
+from engine.world.read_set import ReadSetFence, projection_fence, world_key
 from store import BatchRefused, WakeFence
 
 DEFAULT_LEASE_S = 30.0
@@ -85,16 +86,21 @@ class Cycle:
 @dataclass(frozen=True)
 class Shown:
     """What a run was shown, as its trace reports it: the references of the projection (ids, never contents)
-    and the size of the projection as JSON."""
+    and the size of the projection as JSON; and what the decision rests on: the read token of the
+    projection's state (``engine.world.read_set``) and the fence the decision's effects commit under."""
 
     retrieved: list[str]
     context_bytes: int
+    read_token: str | None = None
+    read_fence: ReadSetFence | None = None
 
     @classmethod
-    def of(cls, view: WorldView | None) -> Shown:
+    def of(cls, view: WorldView | None, *, key: bytes | None = None) -> Shown:
+        """What ``view`` showed; its read token signed with the world's ``key`` (``None``: this process's)."""
         if view is None:
             return cls([], 0)
-        return cls(_retrieved(view), len(orjson.dumps(view.model_dump(mode="json"))))
+        token, fence = projection_fence(view.state, key=key)
+        return cls(_retrieved(view), len(orjson.dumps(view.model_dump(mode="json"))), token, fence)
 
 
 class WakeProtocol:
@@ -134,6 +140,25 @@ class WakeProtocol:
         """This thread's commits refused unless ``wake``'s claim (this worker, its attempt) still holds."""
         return self.book.store.fenced(WakeFence(wake.wake_id, self.worker_id, wake.attempts, self.world.clock.now_us))
 
+    def shown(self, view: WorldView | None) -> Shown:
+        """What ``view`` showed, its read token signed with this world's key (valid in every process)."""
+        return Shown.of(view, key=world_key(self.book.store.read))
+
+    def _commit_effects(self, wake: Wake, batch: Any, shown: Shown) -> list[Any]:
+        """Commit the planned effects and ack of ``wake`` under the read set of ``shown`` (the projection the
+        decision rests on): ``StaleRead`` if any key of it changed since, nothing written. A retry whose
+        effects are already in the ledger (its worker died after committing them, before its ack) only
+        replays them: it commits without the read set, which its own effects may have moved on."""
+        if shown.read_fence is None:
+            return self.world.commit_planned(batch)
+        try:
+            with self.book.store.fenced(shown.read_fence):
+                return self.world.commit_planned(batch)
+        except StaleRead:
+            if self.book.store.operation(f"{wake.wake_id}:0") is None:
+                raise
+            return self.world.commit_planned(batch)
+
     def _act(self, wake: Wake, agent_id: str, decided: AgentDecision, started: int, shown: Shown) -> Cycle:
         if decided.decision is Decision.NO_ACTION or not decided.effects:
             return self._finish(wake, decided, Outcome.NO_ACTION, decided.reason, started, shown=shown)
@@ -170,7 +195,10 @@ class WakeProtocol:
             index, error = refusal
             return self._refused(wake, decided, verdicts, index, _outcome_of(error), error.message, started, shown)
         try:
-            outcomes = self.world.commit_planned(batch)
+            outcomes = self._commit_effects(wake, batch, shown)
+        except StaleRead as stale:  # another writer moved what the decision read: no effect committed
+            return self._refused(wake, decided, verdicts, 0, Outcome.CONFLICT, stale.message, started, shown,
+                                 whole=True)
         except PlannedDenied as denied:
             for index, (lo, hi) in enumerate(spans):
                 found = next((denied.denied[n] for n in range(lo, hi) if n in denied.denied), None)
@@ -194,10 +222,16 @@ class WakeProtocol:
         return Cycle(wake=wake, decision=decided, receipt=Receipt.model_validate(outcomes[-1].result))
 
     def _refused(self, wake: Wake, decided: AgentDecision, verdicts: list[EffectVerdict], index: int,
-                 outcome: Outcome, why: str, started: int, shown: Shown) -> Cycle:
+                 outcome: Outcome, why: str, started: int, shown: Shown, *, whole: bool = False) -> Cycle:
         """Ack ``wake`` ``outcome`` for effect ``index``'s refusal (``why``): no effect was committed. Other
         effects keep a verdict of their own (``denied`` by the same PDP answer); the rest are listed as
-        ``not_committed`` (planned and allowed) or ``not_attempted``."""
+        ``not_committed`` (planned and allowed) or ``not_attempted``. ``whole``: the decision as a whole was
+        refused (its read set moved on: ``stale_read``), every effect ``conflict`` with ``why``."""
+        if whole:
+            for v in verdicts:
+                v.verdict, v.reason = outcome.value, why
+            return self._finish(wake, decided, outcome, f"{why} [the read set of the decision]"[:4000],
+                                started, [], shown, verdicts)
         for n, v in enumerate(verdicts):
             if n == index:
                 v.verdict, v.reason = outcome.value, why
@@ -307,7 +341,7 @@ class Worker(WakeProtocol):
             first = self.book.record_decision(self.worker_id, wake.wake_id, agent.agent_id,
                                               decided.model_dump(mode="json"))
             decided = AgentDecision.model_validate(first.decision)  # another worker's, if it decided first
-        return self.act(wake, agent.agent_id, decided, started, Shown.of(view))
+        return self.act(wake, agent.agent_id, decided, started, self.shown(view))
 
 
 def _outcome_of(error: PMWError) -> Outcome:

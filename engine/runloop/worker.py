@@ -149,7 +149,7 @@ class EnvelopeWorker(Worker):
                                       f"not a valid decision: {bad.message}", started)
             first = self.book.record_decision(self.worker_id, wake.wake_id, agent.agent_id, envelope.recorded())
             envelope = parse(first.decision)  # another worker's, if it decided first
-        return self._carry(wake, agent.agent_id, envelope, started, Shown.of(view), layer)
+        return self._carry(wake, agent.agent_id, envelope, started, self.shown(view), layer)
 
     def _check(self, wake: Wake, adapter: AgentAdapter, layer: dict[str, Any], started: int) -> Cycle | None:
         """Layer 2: the adapter's cheap check; the wake's receipt if it stops here, ``None`` to go on."""

@@ -1,24 +1,27 @@
 """Read-set tokens: what a read observed, so that a write resting on it is refused if any of it changed since
 (seed 004, read-set validated commits; issue 16 item 6).
 
-A read of shared state (``get_state``; the projection through :func:`issue`) answers with a *read token*:
-the ``(key, version)`` pairs it saw, signed. A write that passes the token (``compare_and_set_state``'s
-``read_token``) commits only if every key of the read set is still at the version it was read at: the check
-is a :class:`ReadSetFence`, which the gateway runs inside the write's own transaction (:mod:`store.fences`;
-on PostgreSQL the rows are read ``FOR UPDATE`` in key order, so nothing changes them between the check and
-the commit; on SQLite the write transaction is ``BEGIN IMMEDIATE``). A key that changed, or was read absent
-(version 0) and exists now, refuses the write with :class:`StaleRead` naming each change; nothing is written.
-That holds even when the write's ``expected_version`` was patched to the current version: patching and
-resending is exactly what the token refuses (re-read and recompute instead).
+A read of shared state (``get_state``; the projection through :func:`token_of`) answers with a *read
+token*: the ``(key, version)`` pairs it saw, signed. A write that passes the token
+(``compare_and_set_state``'s ``read_token``) commits only if every key of the read set is still at the
+version it was read at: the check is a :class:`ReadSetFence`, which the gateway runs inside the write's own
+transaction (:mod:`store.fences`; on PostgreSQL the rows are read ``FOR UPDATE`` in key order, so nothing
+changes them between the check and the commit; on SQLite the write transaction is ``BEGIN IMMEDIATE``). A
+key that changed, or was read absent (version 0) and exists now, refuses the write with :class:`StaleRead`
+naming each change; nothing is written. That holds even when the write's ``expected_version`` was patched
+to the current version: patching and resending is exactly what the token refuses (re-read and recompute
+instead).
 
 The token is ``rs1.<payload>.<mac>``: the payload is the read set as sorted JSON (base64url), the mac its
-HMAC-SHA256 under this process's key (:data:`_KEY`, 32 random bytes drawn at import). A token whose read set
-was edited (a version raised to the current one to pass) fails the mac and is ``InvalidInput`` on
-``read_token``, like a token issued by another process: the key is not persisted yet, so a token is good only
-on the server (process) that issued it, which is where a transport's reads and writes run. No token: the
-write is checked on ``expected_version`` alone, as before.
+HMAC-SHA256 under the **world's key** (:func:`world_key`): 32 random bytes drawn once per world by migration
+11 into the runtime's ``runtime_secrets`` table, which no World read, snapshot, log view or transport
+reaches (it is not in the schema's metadata, and no event carries it). So a token issued by one process (a
+worker, ``pmw serve``) verifies in every other process over the same world, and no agent can compute one: a
+token whose read set was edited (a version raised to the current one to pass) fails the mac and is
+``InvalidInput`` on ``read_token``, as is a token of another world. :func:`issue` without a key signs with
+this process's own key (:data:`_KEY`, drawn at import), which only this process accepts (in-process callers
+that build a read set by hand). No token: the write is checked on ``expected_version`` alone, as before.
 """
-
 from __future__ import annotations
 
 import base64
@@ -26,6 +29,8 @@ import binascii
 import hashlib
 import hmac
 import secrets
+import threading
+import weakref
 from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -36,15 +41,33 @@ import orjson
 from engine.commands.state import MAX_READ_TOKEN_CHARS
 from engine.errors import InvalidInput, StaleRead
 from store.database import placeholder
+from store.gateway import runtime_secret
+from store.migrations import READ_SET_SECRET
 
 if TYPE_CHECKING:
     from store import Door, Store
+    from store.reads import Reader
 
 TOKEN_PREFIX = "rs1"
 #: The most keys one read set may hold (a token stays a header-sized string).
 MAX_READ_SET = 256
 MAX_TOKEN_CHARS = MAX_READ_TOKEN_CHARS
-_KEY = secrets.token_bytes(32)  # this process's signing key (see the module docstring)
+_KEY = secrets.token_bytes(32)  # this process's own key, for tokens issued without a world key (module docstring)
+_world_keys: weakref.WeakKeyDictionary[Reader, bytes] = weakref.WeakKeyDictionary()
+_keys_lock = threading.Lock()
+
+
+def world_key(reader: Reader) -> bytes:
+    """The key that signs the read tokens of the world ``reader`` reads (module docstring): read once from the
+    runtime's secrets (on this thread's open transaction, if any), then remembered for the reader."""
+    with _keys_lock:
+        known = _world_keys.get(reader)
+    if known is not None:
+        return known
+    with reader._cursor() as cur:  # the reader's own cursor: inside its snapshot or write transaction too
+        key = bytes.fromhex(runtime_secret(cur, reader._db.dialect, READ_SET_SECRET))
+    with _keys_lock:
+        return _world_keys.setdefault(reader, key)
 
 
 def _b64(data: bytes) -> str:
@@ -55,31 +78,39 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def _mac(payload: str) -> str:
-    return _b64(hmac.new(_KEY, f"{TOKEN_PREFIX}.{payload}".encode("ascii"), hashlib.sha256).digest())
+def _mac(payload: str, key: bytes) -> str:
+    return _b64(hmac.new(key, f"{TOKEN_PREFIX}.{payload}".encode("ascii"), hashlib.sha256).digest())
 
 
-def issue(observed: Iterable[tuple[str, int]]) -> str:
-    """The read token of the ``(key, version)`` pairs a read saw (version 0: the key was absent). A key seen
-    twice must have been seen at one version (``InvalidInput`` otherwise); at most :data:`MAX_READ_SET` keys."""
+def issue(observed: Iterable[tuple[str, int]], *, key: bytes | None = None) -> str:
+    """The read token of the ``(key, version)`` pairs a read saw (version 0: the key was absent), signed
+    with ``key`` (the world's, :func:`world_key`; ``None``: this process's own). A key seen twice must have
+    been seen at one version (``InvalidInput`` otherwise); at most :data:`MAX_READ_SET` keys."""
     pairs: dict[str, int] = {}
-    for key, version in observed:
-        if pairs.setdefault(key, version) != version:
-            raise InvalidInput("read_set", f"key {key!r} seen at versions {pairs[key]} and {version}")
+    for name, version in observed:
+        if pairs.setdefault(name, version) != version:
+            raise InvalidInput("read_set", f"key {name!r} seen at versions {pairs[name]} and {version}")
     if not 1 <= len(pairs) <= MAX_READ_SET:
         raise InvalidInput("read_set", f"{len(pairs)} keys: a read set holds 1 to {MAX_READ_SET}")
     payload = _b64(orjson.dumps(sorted(pairs.items())))
-    return f"{TOKEN_PREFIX}.{payload}.{_mac(payload)}"
+    return f"{TOKEN_PREFIX}.{payload}.{_mac(payload, _KEY if key is None else key)}"
 
 
-def verify(token: str) -> dict[str, int]:
-    """The read set a token signed by this process holds (key -> version read); ``InvalidInput`` on
-    ``read_token`` for anything else (malformed, edited, or issued by another process)."""
+def _signed(payload: str, mac: str, key: bytes | None) -> bool:
+    """Whether ``mac`` is ``payload``'s under the world's ``key`` or this process's own."""
+    return (key is not None and hmac.compare_digest(mac, _mac(payload, key))) or hmac.compare_digest(
+        mac, _mac(payload, _KEY))
+
+
+def verify(token: str, *, key: bytes | None = None) -> dict[str, int]:
+    """The read set a token holds (key -> version read), if it was signed with the world's ``key`` (by any
+    process) or by this process's own; ``InvalidInput`` on ``read_token`` for anything else (malformed,
+    edited, another world's, or another process's token signed without a world key)."""
     if not isinstance(token, str) or len(token) > MAX_TOKEN_CHARS:
         raise InvalidInput("read_token", "not a read token")
     prefix, _, rest = token.partition(".")
     payload, _, mac = rest.partition(".")
-    if prefix != TOKEN_PREFIX or not payload or not mac or not hmac.compare_digest(mac, _mac(payload)):
+    if prefix != TOKEN_PREFIX or not payload or not mac or not _signed(payload, mac, key):
         raise InvalidInput("read_token", "not a read token this server issued (re-read to get one)")
     try:
         pairs = orjson.loads(_unb64(payload))
@@ -110,20 +141,35 @@ class ReadSetFence:
             raise StaleRead(changed)
 
 
-def fence(token: str) -> ReadSetFence:
-    """The fence of a read token (:func:`verify`): enter it with ``Store.fenced`` around the commit of the
-    writes that rest on the read (the run loop: around ``commit_planned`` of a wake's effects)."""
-    return ReadSetFence(tuple(sorted(verify(token).items())))
+def fence(token: str, *, key: bytes | None = None) -> ReadSetFence:
+    """The fence of a read token (:func:`verify` under ``key``): enter it with ``Store.fenced`` around the
+    commit of the writes that rest on the read (the run loop: around ``commit_planned`` of a wake's effects)."""
+    return ReadSetFence(tuple(sorted(verify(token, key=key).items())))
 
 
-def fenced(store: Store | Door, token: str | None) -> AbstractContextManager[None]:
+def fenced(store: Store | Door, token: str | None, *, key: bytes | None = None) -> AbstractContextManager[None]:
     """Within this block, this thread's commits on ``store`` are refused with :class:`StaleRead` unless the
     read set of ``token`` still holds, checked in each commit's own transaction (no token: no check).
-    ``InvalidInput`` at once on a token this process did not issue. The run loop wraps ``commit_planned``
-    of a wake's effects in it, with the token of the projection the agent decided on."""
+    ``InvalidInput`` at once on a token not signed with the world's ``key`` (nor by this process). The run
+    loop wraps ``commit_planned`` of a wake's effects in it, with the token of the projection the agent
+    decided on."""
     if token is None:
         return nullcontext()
-    return store.fenced(fence(token))
+    return store.fenced(fence(token, key=key))
+
+
+def projection_fence(entries: Iterable[Any], *, key: bytes | None = None) -> tuple[str | None, ReadSetFence | None]:
+    """The read token of the state entries a projection showed (:func:`token_of`, signed with the world's
+    ``key``) and the fence a write resting on it commits under (:func:`fence` of that token); a view that
+    showed more keys than a token holds (:data:`MAX_READ_SET`: a widened state section) is fenced on all of
+    them without a token. ``(None, None)`` for a view that showed no state."""
+    pairs = sorted({(str(e.key), int(e.version)) for e in entries})
+    if not pairs:
+        return None, None
+    if len(pairs) > MAX_READ_SET:
+        return None, ReadSetFence(tuple(pairs))
+    token = issue(pairs, key=key)
+    return token, fence(token, key=key)
 
 
 def observed_of(rows: Iterable[Mapping[str, Any]]) -> list[tuple[str, int]]:
@@ -131,12 +177,12 @@ def observed_of(rows: Iterable[Mapping[str, Any]]) -> list[tuple[str, int]]:
     return [(str(r["key"]), int(r["version"])) for r in rows]
 
 
-def token_of(entries: Iterable[Any]) -> str | None:
+def token_of(entries: Iterable[Any], *, key: bytes | None = None) -> str | None:
     """The read token of the state entries a read showed (``StateEntry`` models: the projection's ``state``
-    section); ``None`` when it showed none."""
+    section), signed with ``key`` (:func:`issue`); ``None`` when it showed none."""
     pairs = [(str(e.key), int(e.version)) for e in entries]
-    return issue(pairs) if pairs else None
+    return issue(pairs, key=key) if pairs else None
 
 
 __all__ = ["MAX_READ_SET", "MAX_TOKEN_CHARS", "ReadSetFence", "StaleRead", "fence", "fenced", "issue",
-           "observed_of", "token_of", "verify"]
+           "observed_of", "projection_fence", "token_of", "verify", "world_key"]

@@ -18,7 +18,7 @@ from engine.world.core import Cause, Plan, WorldCore
 from engine.world.event_types import append_refusal
 from engine.world.list_limits import MAX_EVENTS, check_limit
 from engine.world.log_view import shown_records
-from engine.world.read_set import fenced, issue
+from engine.world.read_set import fenced, issue, world_key
 from store import Insert, Update
 
 
@@ -36,7 +36,8 @@ class StateCalls(WorldCore):
         write is refused if the key changed since: ``engine.world.read_set``); raises ``NotFound``."""
         k = build(CompareAndSetState, key=key, expected_version=0, value=None).key
         entry = self._get(StateEntry, "state_entries", "state", k, actor, key=k)
-        return StateRead(**entry.model_dump(), read_token=issue([(entry.key, entry.version)]))
+        return StateRead(**entry.model_dump(), read_token=issue([(entry.key, entry.version)],
+                                                                    key=world_key(self._store.read)))
 
     def list_state(self, prefix: str = "", limit: int = 1000, *, actor: str | None = None) -> list[StateEntry]:
         """Entries whose key starts with ``prefix``, in key order, at most ``limit`` (1 to 100,000)."""
@@ -67,7 +68,7 @@ class StateCalls(WorldCore):
         fences the batch's commit with ``read_set.fence`` itself)."""
         if read_token is not None and getattr(self._planning_now, "batch", None) is not None:
             raise InvalidInput("read_token", "not accepted in a planned batch: fence the batch's commit instead")
-        return fenced(self._door, read_token)
+        return fenced(self._door, read_token, key=world_key(self._store.read) if read_token is not None else None)
 
     @staticmethod
     def _plan_cas(actor: str, req: CompareAndSetState, now: int) -> Plan:
