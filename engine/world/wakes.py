@@ -8,6 +8,8 @@ with the reason (``suppressed``, ``cancelled``).
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -100,6 +102,36 @@ def _fields_of(value: Any) -> Any:
     return dict(value) if isinstance(value, BaseModel) else value
 
 
+_CLAIM_REQUESTS: OrderedDict[tuple[Any, ...], tuple[ClaimWake, list[str] | None]] = OrderedDict()
+_CLAIM_REQUESTS_MAX = 64
+_CLAIM_REQUESTS_LOCK = threading.Lock()
+
+
+def _claim_request(agent_id: object, agent_ids: object, lease_seconds: object
+                   ) -> tuple[ClaimWake, list[str] | None]:
+    """The validated claim request and its sorted targets. A runner claims with the same arguments over and
+    over (the agents it runs: a thousand of them is ~0.7 ms of validation and sorting a claim), so a request
+    of plain strings and a plain number is remembered (its model is frozen, its targets a fresh copy each
+    time); anything else is validated every time, and a refused request is never remembered."""
+    key: tuple[Any, ...] | None = None
+    if (agent_id is None or type(agent_id) is str) and type(lease_seconds) in (int, float) and (
+            agent_ids is None or (type(agent_ids) is list and all(type(a) is str for a in agent_ids))):
+        key = (agent_id, None if agent_ids is None else tuple(agent_ids), type(lease_seconds), lease_seconds)
+        with _CLAIM_REQUESTS_LOCK:
+            found = _CLAIM_REQUESTS.get(key)
+            if found is not None:
+                _CLAIM_REQUESTS.move_to_end(key)
+                return found[0], None if found[1] is None else list(found[1])
+    req = build(ClaimWake, agent_id=agent_id, agent_ids=agent_ids, lease_seconds=lease_seconds)
+    targets = req.targets()
+    if key is not None:
+        with _CLAIM_REQUESTS_LOCK:
+            _CLAIM_REQUESTS[key] = (req, None if targets is None else list(targets))
+            while len(_CLAIM_REQUESTS) > _CLAIM_REQUESTS_MAX:
+                _CLAIM_REQUESTS.popitem(last=False)
+    return req, targets
+
+
 class WakeCalls(WorldCore):
     def enqueue_wake(self, actor: str, target_agent: str, cause: str, idempotency_key: str, *,
                      not_before_us: int | None = None, priority: int = 0,
@@ -164,8 +196,7 @@ class WakeCalls(WorldCore):
         With ``op_id``: a known id returns the wake its claim leased, exactly as it was then (or
         ``OperationConflict`` for another request: another worker, agent or lease)."""
         check_id("worker", worker)
-        req = build(ClaimWake, agent_id=agent_id, agent_ids=agent_ids,
-                    lease_seconds=lease_seconds)  # bad input fails on an empty queue
+        req, targets = _claim_request(agent_id, agent_ids, lease_seconds)  # bad input fails on an empty queue
         # the operation's identity: this request by this worker (whatever wake it leased, whoever it runs for)
         if op_id is not None and (stored := self._store.operation(check_id("op_id", op_id))) is not None:
             if stored.command != "claim_wake":
@@ -173,7 +204,6 @@ class WakeCalls(WorldCore):
             leased = Wake.model_validate(stored.result)
             return self._write("claim_wake", decided_as(worker, "claim", leased), req, self._replayed_only,
                                Wake, op_id=op_id, cause=cause, caller=worker)  # answered from the ledger
-        targets = req.targets()
         checked = self._checked_cause(cause)
         if targets is not None and not targets:
             return None
