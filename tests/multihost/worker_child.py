@@ -4,7 +4,8 @@ wake, after WORK_S seconds of "thinking", so leases are held a while) until STOP
 a JSON report to REPORT_FILE.
 
 Usage: ``python -m tests.multihost.worker_child DB_URL DEPLOY_ROOT WORKER_ID LEASE_S WORK_S PDPS AGENTS
-STOP_FILE REPORT_FILE`` (AGENTS comma-separated)."""
+STOP_FILE REPORT_FILE [SUPERVISE]`` (AGENTS comma-separated; SUPERVISE ``1``: the PDPs are supervised, a killed
+one restarted on its ports, as ``pmw serve`` does; default ``0``)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ MAX_LOOPS = 100_000
 
 
 def main(argv: list[str]) -> int:
-    url, deploy_root, worker_id, lease_s, work_s, pdps, agents, stop_file, report_file = argv
+    url, deploy_root, worker_id, lease_s, work_s, pdps, agents, stop_file, report_file = argv[:9]
+    supervise = argv[9:] == ["1"]
     from engine.errors import PMWError
     from engine.protocol.adapters import AgentDecision, RuleAgent, SetState
     from engine.protocol.worker import Worker
@@ -32,7 +34,7 @@ def main(argv: list[str]) -> int:
     settings = load_settings(db_url=url, policy_deploy_root=Path(deploy_root), pdp_replicas=int(pdps))
     errors: dict[str, int] = {}
     cycles = 0
-    with Runtime.open(settings, supervise=False) as runtime:
+    with Runtime.open(settings, supervise=supervise) as runtime:
         worker = Worker(runtime.book, worker_id, {a: RuleAgent([rule]) for a in agents.split(",")},
                         lease_seconds=float(lease_s))
         Path(report_file + ".ready").touch()
