@@ -27,13 +27,13 @@ from tests.procs.pids import alive
 class _Healthy(http.server.BaseHTTPRequestHandler):
     """Answers every GET 200, as a healthy Cerbos answers ``/_cerbos/health``."""
 
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_GET(self) -> None:
         self.send_response(200)
         self.send_header("Content-Length", "2")
         self.end_headers()
         self.wfile.write(b"{}")
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's signature
+    def log_message(self, format: str, *args: object) -> None:
         return
 
 
