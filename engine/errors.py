@@ -771,7 +771,7 @@ class StaleRead(ConflictError):
     code = "stale_read"
 
     def __init__(self, changed: list[dict[str, Any]]) -> None:
-        keys = ", ".join(f"{c['key']!r} {c['read_version']}->{c['current_version']}" for c in changed)
+        keys = ", ".join(f"{c['key']!r} version {c['read_version']}->{c['current_version']}" for c in changed)
         super().__init__(f"the read set changed since it was read: {keys}")
         self.changed = changed
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, Union, cast
 
-from pydantic import ConfigDict, Field, create_model, field_validator
+from pydantic import ConfigDict, Field, SerializerFunctionWrapHandler, create_model, field_validator, model_serializer
 
 from engine.commands import Command
 from engine.commands import artifacts as artifact_commands
@@ -33,6 +33,7 @@ from engine.commands import tasks as task_commands
 from engine.models.agents import Agent
 from engine.models.common import Model
 from engine.models.receipts import Decision
+from engine.models.state import StateKey
 from engine.models.wakes import Wake
 from engine.world.projection import WorldView
 
@@ -141,17 +142,35 @@ else:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
 
 
+#: the most keys a decision may say it rests on (the most a read token holds: ``read_set.MAX_READ_SET``)
+MAX_READS = 256
+
+
 class AgentDecision(Model):
     """What the agent decided (``NO_ACTION`` is a legal outcome) and the effects it wants."""
 
     decision: Decision
     effects: list[Effect] = Field(default_factory=list, max_length=64)
     reason: str | None = Field(default=None, max_length=4000)
+    #: The state keys of the projection this decision rests on: its effects commit only while each is still
+    #: at the version the projection showed (``stale_read`` -> a ``conflict`` receipt otherwise). ``None``
+    #: (the default): every key the projection showed, the safe choice for an agent that cannot say what it
+    #: used; ``[]``: none (each effect is still checked against its own ``expected_version``). A key the
+    #: projection did not show is refused (``InvalidInput`` on ``decision.reads``).
+    reads: list[StateKey] | None = Field(default=None, max_length=MAX_READS)
 
     @field_validator("effects", mode="before")
     @classmethod
     def _upgrade(cls, value: Any) -> Any:
         return [upgrade_effect(e) for e in value] if isinstance(value, list) else value
+
+    @model_serializer(mode="wrap")
+    def _spelling(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Without ``reads`` when it is not given: a decision is recorded (and shown) as it was before."""
+        dumped: dict[str, Any] = handler(self)
+        if dumped.get("reads", ()) is None:
+            del dumped["reads"]
+        return dumped
 
 
 class AgentAdapter(Protocol):
@@ -207,6 +226,7 @@ class CallableAdapter:
 __all__ = [
     "EFFECTS",
     "LEGACY_EFFECT_NAMES",
+    "MAX_READS",
     "AcceptHandoff",
     "AgentAdapter",
     "AgentDecision",

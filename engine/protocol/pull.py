@@ -43,6 +43,7 @@ from engine.protocol.worker import DEFAULT_LEASE_S, Shown, WakeProtocol, observe
 from engine.validation import check_id, invalid_from
 from engine.world.book import RuntimeBook
 from engine.world.projection import WorldView
+from engine.world.read_set import ReadSetFence
 
 PULL_WORKER_PREFIX = "pull:"
 MAX_PULL_SKIPS = 16  # wakes a pull may finish on its own (denied on rehydrate, already decided) before answering
@@ -131,7 +132,8 @@ class ExternalAgents:
     def decide(self, agent_id: str, wake_id: str, decision: AgentDecision | Mapping[str, Any]) -> Receipt:
         """Carry out ``agent_id``'s ``decision`` for ``wake_id`` and return the wake's receipt.
 
-        Refused with nothing written: bad input (``InvalidInput``); a wake that is not ``agent_id``'s or
+        Refused with nothing written: bad input (``InvalidInput``; ``decision.reads`` naming a key the pull
+        did not show included); a wake that is not ``agent_id``'s or
         whose lease its pull worker does not hold unexpired (``WakeNotLeased``); a decision other than the
         one recorded for the wake (``OperationConflict``). A retry of the same decision replays: a finished
         wake answers its receipt, an unfinished one (still leased) completes without repeating an effect.
@@ -153,6 +155,8 @@ class ExternalAgents:
                 shown = self._shown_for(wake)
             except PolicyDenied as exc:  # the agent may no longer observe: answered as a worker would
                 return protocol.deny(wake, exc.message, wake.updated_at_us).receipt
+            if decided.effects:  # reads naming a key the pull did not show: refused before anything is recorded
+                (shown.read_fence or ReadSetFence(())).narrowed(decided.reads)
             first = self.book.record_decision(protocol.worker_id, wake_id, agent_id, decided.model_dump(mode="json"))
             if not _same(first.decision, decided):  # another attempt recorded a different one in between
                 raise OperationConflict(f"{wake_id}:decide", "record_decision")

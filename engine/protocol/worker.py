@@ -24,7 +24,15 @@ from typing import Any
 
 import orjson
 
-from engine.errors import ConflictError, PMWError, PolicyDenied, PolicyEpochChanged, PolicyUnavailable, StaleRead
+from engine.errors import (
+    ConflictError,
+    InvalidInput,
+    PMWError,
+    PolicyDenied,
+    PolicyEpochChanged,
+    PolicyUnavailable,
+    StaleRead,
+)
 from engine.models.agents import Agent
 from engine.models.common import ID_PATTERN, JsonValue
 from engine.models.receipts import Decision, Outcome, Receipt
@@ -134,7 +142,13 @@ class WakeProtocol:
         written) unless ``wake`` is still claimed by this worker under the same claim (``wake.attempts``)
         with its lease running, checked in the commit's own transaction (:mod:`store.fences`)."""
         with self._fenced(wake):
-            return self._act(wake, agent_id, decided, started, shown)
+            try:  # the part of the projection the decision says it rests on (``decided.reads``)
+                read_fence = (shown.read_fence or ReadSetFence(())).narrowed(decided.reads if decided.effects else [])
+            except InvalidInput as bad:
+                verdicts = [EffectVerdict(e.effect) for e in decided.effects]
+                return self._refused(wake, decided, verdicts, 0, Outcome.FAILED, bad.message, started, shown,
+                                     whole=True)
+            return self._act(wake, agent_id, decided, started, shown, read_fence)
 
     def _fenced(self, wake: Wake) -> AbstractContextManager[None]:
         """This thread's commits refused unless ``wake``'s claim (this worker, its attempt) still holds."""
@@ -144,28 +158,29 @@ class WakeProtocol:
         """What ``view`` showed, its read token signed with this world's key (valid in every process)."""
         return Shown.of(view, key=world_key(self.book.store.read))
 
-    def _commit_effects(self, wake: Wake, batch: Any, shown: Shown) -> list[Any]:
-        """Commit the planned effects and ack of ``wake`` under the read set of ``shown`` (the projection the
-        decision rests on): ``StaleRead`` if any key of it changed since, nothing written. A retry whose
-        effects are already in the ledger (its worker died after committing them, before its ack) only
-        replays them: it commits without the read set, which its own effects may have moved on."""
-        if shown.read_fence is None:
+    def _commit_effects(self, wake: Wake, batch: Any, read_fence: ReadSetFence | None) -> list[Any]:
+        """Commit the planned effects and ack of ``wake`` under ``read_fence`` (the part of the projection the
+        decision rests on; ``None``: none): ``StaleRead`` if any key of it changed since, nothing written. A
+        retry whose effects are already in the ledger (its worker died after committing them, before its ack)
+        only replays them: it commits without the read set, which its own effects may have moved on."""
+        if read_fence is None:
             return self.world.commit_planned(batch)
         try:
-            with self.book.store.fenced(shown.read_fence):
+            with self.book.store.fenced(read_fence):
                 return self.world.commit_planned(batch)
         except StaleRead:
             if self.book.store.operation(f"{wake.wake_id}:0") is None:
                 raise
             return self.world.commit_planned(batch)
 
-    def _act(self, wake: Wake, agent_id: str, decided: AgentDecision, started: int, shown: Shown) -> Cycle:
+    def _act(self, wake: Wake, agent_id: str, decided: AgentDecision, started: int, shown: Shown,
+             read_fence: ReadSetFence | None) -> Cycle:
         if decided.decision is Decision.NO_ACTION or not decided.effects:
             return self._finish(wake, decided, Outcome.NO_ACTION, decided.reason, started, shown=shown)
+        verdicts = [EffectVerdict(e.effect) for e in decided.effects]
         chain = wake.payload.get("chain")
         cause = Cause(causation_id=wake.cause_event_id,
                       correlation_id=chain if isinstance(chain, str) and chain else wake.wake_id)
-        verdicts = [EffectVerdict(e.effect) for e in decided.effects]
         refs: list[str] = []
         spans: list[tuple[int, int]] = []  # the batch's writes of each effect
         refusal: tuple[int, PMWError] | None = None
@@ -195,7 +210,7 @@ class WakeProtocol:
             index, error = refusal
             return self._refused(wake, decided, verdicts, index, _outcome_of(error), error.message, started, shown)
         try:
-            outcomes = self._commit_effects(wake, batch, shown)
+            outcomes = self._commit_effects(wake, batch, read_fence)
         except StaleRead as stale:  # another writer moved what the decision read: no effect committed
             return self._refused(wake, decided, verdicts, 0, Outcome.CONFLICT, stale.message, started, shown,
                                  whole=True)

@@ -49,8 +49,9 @@ from engine.contracts.model import ActionContract, EvidenceLevel
 from engine.errors import InvalidInput, NotFound
 from engine.models.common import Id, Model, Payload, Refs, TimeUs
 from engine.models.receipts import Decision, Outcome
+from engine.models.state import StateKey
 from engine.models.wakes import Wake
-from engine.protocol.adapters import EFFECTS, AgentDecision, AgentEffect, Effect, upgrade_effect
+from engine.protocol.adapters import EFFECTS, MAX_READS, AgentDecision, AgentEffect, Effect, upgrade_effect
 from engine.validation import invalid_from
 from store import Reader
 
@@ -144,6 +145,8 @@ class DecisionEnvelope(Model):
     actions: list[Effect] = Field(default_factory=list, max_length=MAX_ACTIONS,
                                   validation_alias=AliasChoices("actions", "effects"))
     reason: str | None = Field(default=None, max_length=MAX_REASON_CHARS)
+    reads: list[StateKey] | None = Field(default=None, max_length=MAX_READS, description=(
+        "The state keys of the projection the decision rests on (AgentDecision.reads); absent: all shown."))
     approval_state: ApprovalState | None = Field(default=None, description=(
         "What the agent believes; checked against what the runtime derives (a mismatch is refused)."))
     evidence: EvidenceLevel | None = Field(default=None, description=(
@@ -165,7 +168,7 @@ class DecisionEnvelope(Model):
     @property
     def legacy(self) -> bool:
         """Today's decision: no outcome and none of the envelope's own fields."""
-        return self.outcome is None and not (self.model_fields_set - {"decision", "actions", "reason"})
+        return self.outcome is None and not (self.model_fields_set - {"decision", "actions", "reason", "reads"})
 
     @model_validator(mode="after")
     def _consistent(self) -> DecisionEnvelope:
@@ -202,8 +205,11 @@ class DecisionEnvelope(Model):
 
     def as_agent_decision(self) -> AgentDecision:
         """Today's decision this envelope is (for a legacy one: exactly what the adapter said)."""
-        return AgentDecision.model_validate({"decision": self.receipt_decision().value, "reason": self.reason,
-                                             "effects": [a.model_dump(mode="json") for a in self.actions]})
+        said: dict[str, Any] = {"decision": self.receipt_decision().value, "reason": self.reason,
+                                "effects": [a.model_dump(mode="json") for a in self.actions]}
+        if self.reads is not None:
+            said["reads"] = self.reads
+        return AgentDecision.model_validate(said)
 
     def recorded(self) -> dict[str, Any]:
         """What the worker records before any effect: today's spelling for a legacy decision, else the whole
@@ -305,11 +311,12 @@ class Lowered:
     roles: dict[int, str] = field(default_factory=dict)  # write index -> draft, approval, task, handoff, next_wake
     summary: dict[str, Any] = field(default_factory=dict)
 
-    def agent_decision(self, reason: str | None) -> AgentDecision:
-        """The decision the protocol carries out (its writes are the envelope's: not an agent's JSON)."""
+    def agent_decision(self, reason: str | None, reads: list[str] | None = None) -> AgentDecision:
+        """The decision the protocol carries out (its writes are the envelope's: not an agent's JSON), resting
+        on ``reads`` (the envelope's)."""
         idle = not self.writes or (self.outcome is None and self.decision is Decision.NO_ACTION)  # as before
         return AgentDecision.model_construct(decision=Decision.NO_ACTION if idle else Decision.ACT,
-                                             effects=self.writes, reason=reason)
+                                             effects=self.writes, reason=reason, reads=reads)
 
 
 def lower(env: DecisionEnvelope, wake: Wake, agent_id: str, now_us: int, contracts: Contracts,

@@ -188,7 +188,7 @@ class EnvelopeWorker(Worker):
                      lowered.roles)
         self._said = said
         try:
-            return self.act(wake, agent_id, lowered.agent_decision(envelope.reason), started, shown)
+            return self.act(wake, agent_id, lowered.agent_decision(envelope.reason, envelope.reads), started, shown)
         finally:
             self._said = None
 

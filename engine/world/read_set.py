@@ -119,6 +119,10 @@ def verify(token: str, *, key: bytes | None = None) -> dict[str, int]:
     return {str(k): int(v) for k, v in pairs}
 
 
+#: the keys of a read set checked by one statement (well under SQLite's bound parameters)
+CHECK_CHUNK = 500
+
+
 @dataclass(frozen=True)
 class ReadSetFence:
     """Commit only while every key of ``observed`` (key -> version read, 0: absent) is still at that version
@@ -127,18 +131,36 @@ class ReadSetFence:
     observed: tuple[tuple[str, int], ...]
 
     def check(self, cur: Any, dialect: str) -> None:
-        """Raise :class:`StaleRead` naming every key of the read set that changed."""
-        lock = " FOR UPDATE" if dialect == "postgresql" else ""
-        changed: list[dict[str, Any]] = []
-        for key, version in self.observed:  # sorted by key: concurrent fenced writers lock in one order
-            cur.execute(f"SELECT version FROM state_entries WHERE key = {placeholder(dialect, 'k')}{lock}",
-                        {"k": key})
-            row = cur.fetchone()
-            current = int(row[0]) if row is not None else 0
-            if current != version:
-                changed.append({"key": key, "read_version": version, "current_version": current})
+        """Raise :class:`StaleRead` naming every key of the read set that changed: one statement for each
+        :data:`CHECK_CHUNK` keys (on PostgreSQL their rows locked in key order, so concurrent fenced writers
+        do not deadlock)."""
+        lock = " ORDER BY key FOR UPDATE" if dialect == "postgresql" else ""
+        current: dict[str, int] = {}
+        for lo in range(0, len(self.observed), CHECK_CHUNK):  # sorted by key: the chunks lock in key order
+            chunk = self.observed[lo:lo + CHECK_CHUNK]
+            names = [f"k{n}" for n in range(len(chunk))]
+            marks = ", ".join(placeholder(dialect, n) for n in names)
+            cur.execute(f"SELECT key, version FROM state_entries WHERE key IN ({marks}){lock}",
+                        dict(zip(names, (k for k, _ in chunk), strict=True)))
+            current.update((str(k), int(v)) for k, v in cur.fetchall())
+        changed = [{"key": key, "read_version": version, "current_version": current.get(key, 0)}
+                   for key, version in self.observed if current.get(key, 0) != version]  # sorted by key
         if changed:
             raise StaleRead(changed)
+
+    def narrowed(self, keys: Iterable[str] | None) -> ReadSetFence | None:
+        """The fence of the keys of this read set a decision says it rests on (``AgentDecision.reads``):
+        ``None`` keeps every key; no keys, no fence. A key this read never saw is ``InvalidInput`` on
+        ``decision.reads`` (a fence on an unseen key could only refuse, or tell what the reader may not
+        see)."""
+        if keys is None:
+            return self if self.observed else None
+        wanted = set(keys)
+        kept = tuple(pair for pair in self.observed if pair[0] in wanted)
+        if len(kept) != len(wanted):
+            unseen = sorted(wanted - {k for k, _ in kept})
+            raise InvalidInput("decision.reads", f"names keys the projection did not show: {unseen[:10]}")
+        return ReadSetFence(kept) if kept else None
 
 
 def fence(token: str, *, key: bytes | None = None) -> ReadSetFence:

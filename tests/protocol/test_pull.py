@@ -200,7 +200,10 @@ def test_bad_input_is_a_typed_error_and_changes_nothing(team: World) -> None:
     assert agents.pull("x") is not None
     before = unchanged(team)
     bad: list[Any] = [{"decision": "act", "effects": [{"effect": "grant", "subject": "x"}]},  # not an effect
-                      {"decision": "maybe"}, {"decision": "act", "effects": [{"effect": "claim_task"}]}, [1], "act"]
+                      {"decision": "maybe"}, {"decision": "act", "effects": [{"effect": "claim_task"}]}, [1], "act",
+                      {"decision": "act", "reads": ["not shown"], "effects": []},  # not a state key
+                      {"decision": "act", "reads": ["never-shown"],  # a key the pull did not show
+                       "effects": [{"effect": "compare_and_set_state", "key": "n", "expected_version": 0, "value": 1}]}]
     for decision in bad:
         with pytest.raises(InvalidInput) as refused:
             agents.decide("x", wake.wake_id, decision)

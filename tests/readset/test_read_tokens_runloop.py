@@ -136,10 +136,11 @@ def test_a_write_between_the_projection_and_the_effects_refuses_them_all(world: 
     assert adapter.seen == [1]
     [receipt] = world.list_receipts(agent_id="alice", actor="gov")
     assert receipt.outcome.value == "conflict"
-    assert receipt.reason is not None and "read set changed" in receipt.reason and "'plan' 1->2" in receipt.reason
+    assert receipt.reason is not None and "read set changed" in receipt.reason
+    assert "'plan' version 1->2" in receipt.reason
     effects = receipt.payload["effects"]
     assert [e["verdict"] for e in effects] == ["conflict", "conflict"]
-    assert all("'plan' 1->2" in str(e["reason"]) for e in effects)
+    assert all("'plan' version 1->2" in str(e["reason"]) for e in effects)
     # nothing of the decision committed: bob's write stands, the answer was never written
     assert (world.get_state("plan").version, world.get_state("plan").value) == (2, {"steps": "bob's"})
     assert world.list_state("answer") == []
@@ -152,3 +153,52 @@ def test_without_a_race_the_same_decision_commits(world: World) -> None:
     assert receipt.outcome.value == "acted"
     assert world.get_state("plan").value == {"steps": "alice's, from v1"}
     assert world.get_state("answer").value == "rests on the plan"
+
+
+# -- a decision that says what it rests on (``AgentDecision.reads``) ----------------------------------------
+
+class Narrowed:
+    """Decides on ``plan`` and says so (``reads``); before its effects commit another writer (bob) moves
+    ``moved`` on (a key the projection showed too)."""
+
+    def __init__(self, world: World, *, reads: list[str] | None, moved: str) -> None:
+        self.world, self.reads, self.moved = world, reads, moved
+
+    def run(self, agent: Agent, view: WorldView, wake: Wake) -> AgentDecision:
+        shown = {s.key: s.version for s in view.state}
+        assert {"plan", "notes"} <= set(shown)
+        self.world.compare_and_set_state("bob", self.moved, shown[self.moved], f"bob moved {self.moved}")
+        return AgentDecision(decision="act", reads=self.reads, effects=[
+            SetState(key="answer", expected_version=0, value="rests on the plan")])
+
+
+def _run_narrowed(world: World, adapter: Narrowed) -> str:
+    add_agent(world, "alice", ["state.write"])
+    world.compare_and_set_state("alice", "plan", 0, {"steps": 1})
+    world.compare_and_set_state("alice", "notes", 0, "n")
+    world.enqueue_wake("gov", "alice", "plan-changed", "k-1")
+    runner = InProcessRunner(book_of(world), adapters={"alice": adapter}, controller=False)
+    runner.run_until_quiet()
+    runner.close()
+    [receipt] = world.list_receipts(agent_id="alice", actor="gov")
+    return receipt.outcome.value
+
+
+@pytest.mark.parametrize(("reads", "moved", "outcome"), [
+    (["plan"], "notes", "acted"),      # another key moved: the decision does not rest on it
+    (None, "notes", "conflict"),       # by default it rests on everything shown
+    (["plan"], "plan", "conflict"),    # the key it named moved
+    ([], "plan", "acted"),             # it rests on its effects' own versions only
+])
+def test_reads_narrows_the_read_set_of_a_decision(world: World, reads: list[str] | None, moved: str,
+                                                   outcome: str) -> None:
+    assert _run_narrowed(world, Narrowed(world, reads=reads, moved=moved)) == outcome
+    assert (world.list_state("answer") != []) == (outcome == "acted")
+
+
+def test_reads_naming_a_key_the_projection_did_not_show_fails_the_wake_and_writes_nothing(world: World) -> None:
+    """A fence on a key the agent was not shown could only refuse, or tell it what it may not see."""
+    assert _run_narrowed(world, Narrowed(world, reads=["plan", "not-shown"], moved="notes")) == "failed"
+    [receipt] = world.list_receipts(agent_id="alice", actor="gov")
+    assert receipt.reason is not None and "decision.reads" in receipt.reason and "not-shown" in receipt.reason
+    assert world.list_state("answer") == []

@@ -1,6 +1,6 @@
 """An external agent as its own process: ``python -m tests.service.external_agent N KEY`` pulls and decides
 the wakes of the agent of ``PMW_TOKEN`` at ``PMW_SERVER`` until N are done (or nothing is due for 30 s):
-each decision increments the state KEY once. Prints the receipts as one JSON list."""
+each decision increments the state KEY once, resting on KEY alone (``reads``). Prints the receipts as one JSON list."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ def bump(key: str) -> Any:
         entry = next((s for s in pulled["view"]["state"] if s["key"] == key), None)
         version, value = (entry["version"], entry["value"]) if entry else (0, 0)
         return {"decision": "act", "reason": f"woken by {pulled['wake']['cause']}",
+                "reads": [key] if entry else [],  # what it rests on: another agent's writes do not matter
                 "effects": [{"effect": "compare_and_set_state", "key": key, "expected_version": version,
                              "value": value + 1}]}
     return decide
