@@ -34,6 +34,7 @@ from engine.controller.decisions import (
     TopologyOp,
     TopologyProposal,
     WakeTarget,
+    WeighWakes,
 )
 from engine.controller.facts import Fact
 from engine.policy.model import CONTROLLER_ROOM_PREFIX
@@ -371,6 +372,33 @@ def force_refresh(act: Activation, p: RefreshContext) -> Effect:
         reason=act.render(p.reason)),))
 
 
+class WeighWakeSignals(Params):
+    enabled: bool = True
+    importance: float | None = Field(default=None, ge=0.0, le=1.0)
+    uncertainty: float | None = Field(default=None, ge=0.0, le=1.0)
+    risk: float | None = Field(default=None, ge=0.0, le=1.0)
+    novelty: float | None = Field(default=None, ge=0.0, le=1.0)
+    by_cause: dict[str, float] = Field(default_factory=dict)
+    reason: str = Field(min_length=1, max_length=1000)
+
+    @field_validator("by_cause")
+    @classmethod
+    def _signal_values(cls, by_cause: dict[str, float]) -> dict[str, float]:
+        if any(not 0.0 <= v <= 1.0 for v in by_cause.values()):
+            raise ValueError("each importance must be from 0 to 1")
+        return by_cause
+
+
+def weigh_wakes(act: Activation, p: WeighWakeSignals) -> Effect:
+    """Weigh the wakes this event causes (layered wake, seed 001 §46): the signals set and why. Nothing when
+    not ``enabled``."""
+    if not p.enabled:
+        return NOTHING
+    return Effect(decisions=(WeighWakes(
+        **act.origin(), importance=p.importance, uncertainty=p.uncertainty, risk=p.risk, novelty=p.novelty,
+        importance_by_cause=dict(p.by_cause), reason=act.render(p.reason)),))
+
+
 ACTIONS: dict[str, ActionSpec] = {spec.name: spec for spec in (
     ActionSpec("propose_wake", ProposeWake, propose_wake, "post a wake candidate for target",
                aliases={"event": "event"}, refs=("target",)),
@@ -393,6 +421,9 @@ ACTIONS: dict[str, ActionSpec] = {spec.name: spec for spec in (
                aliases={"event": "event"}, refs=("memory", "reviewer")),
     ActionSpec("force_refresh", RefreshContext, force_refresh, "force an agent to refresh its context",
                refs=("agent",), templates=("reason",)),
+    ActionSpec("weigh_wakes", WeighWakeSignals, weigh_wakes,
+               "give the wakes an event causes their layered-wake signals, with a reason",
+               templates=("reason",)),
 )}
 
 __all__ = [

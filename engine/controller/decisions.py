@@ -141,11 +141,28 @@ class ForceRefresh(DecisionBase):
     reason: str
 
 
+class WeighWakes(DecisionBase):
+    """The layered wake's signals (seed 001 §46) the wakes decided for this event carry: each signal this
+    weighing sets (``None``: not set), and ``importance_by_cause`` (a wake's importance from its cause). The
+    run loop gives each wake of the step the highest value any weighing sets for each signal, and the
+    weighings' reasons (``engine.runloop.follower``). ``enabled`` false: it weighs nothing (the rules'
+    ``layered_wake`` constant off)."""
+
+    kind: Literal["weigh"] = "weigh"
+    importance: float | None = Field(default=None, ge=0.0, le=1.0)
+    uncertainty: float | None = Field(default=None, ge=0.0, le=1.0)
+    risk: float | None = Field(default=None, ge=0.0, le=1.0)
+    novelty: float | None = Field(default=None, ge=0.0, le=1.0)
+    importance_by_cause: dict[str, float] = Field(default_factory=dict)
+    reason: str
+
+
 Decision = Annotated[
-    WakeTarget | Suppress | DeferWake | TopologyProposal | Contest | RouteReview | ForceRefresh,
+    WakeTarget | Suppress | DeferWake | TopologyProposal | Contest | RouteReview | ForceRefresh | WeighWakes,
     Field(discriminator="kind"),
 ]
-AnyDecision = WakeTarget | Suppress | DeferWake | TopologyProposal | Contest | RouteReview | ForceRefresh
+AnyDecision = (WakeTarget | Suppress | DeferWake | TopologyProposal | Contest | RouteReview | ForceRefresh
+               | WeighWakes)
 
 __all__ = [
     "AnyDecision",
@@ -161,4 +178,5 @@ __all__ = [
     "TopologyProposal",
     "WakeProposal",
     "WakeTarget",
+    "WeighWakes",
 ]

@@ -35,6 +35,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from engine.attention.notices import attend
+from engine.commands.attention import DECISION_EVENTS as ATTENTION_EVENTS
+from engine.contracts.loader import ContractBook, load_contracts
 from engine.controller import Controller
 from engine.controller.decisions import (
     AnyDecision,
@@ -45,6 +48,7 @@ from engine.controller.decisions import (
     TopologyOp,
     TopologyProposal,
     WakeTarget,
+    WeighWakes,
 )
 from engine.controller.durable_host import RuleSet
 from engine.controller.errors import EngineFailure
@@ -74,8 +78,10 @@ CONTROLLER_CAPABILITIES = ("room.open", "state.write", "topology.write")
 CONFLICT_ROOM_STOP = "members:0|idle:3600"
 # Runtime bookkeeping that no rule reads: observing it could only cost time (and the controller's own
 # step events must never feed back into it).
+# The attention broker's records (``attention.*``) are its own output about a human: never an input.
 SKIPPED_EVENTS = frozenset({"controller.step", "agent.decided", "wake.claim", "policy.activated",
-                            "policy.denied"})
+                            "policy.denied", *ATTENTION_EVENTS})
+SIGNALS = ("importance", "uncertainty", "risk", "novelty")
 _WAKE_OP = re.compile(r"^(wak_[0-9a-f]+):")
 
 
@@ -89,7 +95,9 @@ class DrainStats:
     suppressed: int = 0
     deferred: int = 0  # candidates deferred by the cooldown (joins of a deferred wake included)
     decisions: int = 0
+    attention: int = 0  # the attention broker's decisions recorded for humans (replays answered included)
     failed_followups: list[str] = field(default_factory=list)
+    failed_attention: list[str] = field(default_factory=list)
 
     def add(self, other: DrainStats) -> None:
         """Sum ``other``'s figures (the fields both have) into this one."""
@@ -137,10 +145,11 @@ class ControllerLoop:
 
     def __init__(self, book: RuntimeBook, rule_dir: Path | str, *, world_id: str = "main",
                  actor: str = CONTROLLER_AGENT, batch: int = 256,
-                 leadership: ControllerLeadership | None = None) -> None:
-        """``leadership``: this follower is its world's elected leader; each step (its follow-up World calls
-        included) is committed inside the lease's fence and records its generation, so a step of a lost
-        lease is refused (``NotLeader``, raised by :meth:`drain`; nothing of it written)."""
+                 leadership: ControllerLeadership | None = None, attention: bool = True) -> None:
+        """``attention``: the attention broker runs on every event read (:meth:`_attend`). ``leadership``:
+        this follower is its world's elected leader; each step (its follow-up World calls included) is
+        committed inside the lease's fence and records its generation, so a step of a lost lease is refused
+        (``NotLeader``, raised by :meth:`drain`; nothing of it written)."""
         if leadership is not None and leadership.world_id != world_id:
             raise ValueError("a leadership of another world")  # a programming error
         self.leadership = leadership
@@ -155,6 +164,8 @@ class ControllerLoop:
         self._seen = 0
         self._engine_retry = 0
         self._loaded = False
+        self.attention = attention
+        self._contracts: ContractBook | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------------------
 
@@ -218,6 +229,8 @@ class ControllerLoop:
     def _one(self, row: Mapping[str, Any], stats: DrainStats) -> bool:
         """Observe one event and commit its step; False if the controller had to be rebuilt instead."""
         seq = int(row["seq"])
+        if self.attention:
+            self._attend(row, stats)
         if row["event_type"] in SKIPPED_EVENTS:
             self._seen = seq
             return True
@@ -226,9 +239,10 @@ class ControllerLoop:
         upserts, retracts = fact_changes(row, self._facts)
         try:
             step = self.controller.observe_step(event, upserts=upserts, retracts=retracts)
-            if step.decisions or step.changes.upserted or step.changes.retracted:
+            decisions = _weighed(step.decisions)
+            if decisions or step.changes.upserted or step.changes.retracted:
                 with self.leadership.fenced() if self.leadership is not None else nullcontext():
-                    self._commit(row, chain, step.decisions, step.changes.upserted, step.changes.retracted, stats)
+                    self._commit(row, chain, decisions, step.changes.upserted, step.changes.retracted, stats)
         except EngineFailure:
             # durable_rules now and then hands back a spurious activation after a long history
             # (docs/benchmarks-controller.md): a host rebuilt from the committed facts decides the event
@@ -259,24 +273,31 @@ class ControllerLoop:
         follow_cause = Cause(causation_id=row["event_id"], correlation_id=f"ctl:{self.world_id}:{seq}")
         records: list[dict[str, Any]] = []
         wakes: list[StepWake] = []
+        weighings = [d for d in decisions if isinstance(d, WeighWakes)]
         for d in decisions:
             record: dict[str, Any] = {"kind": d.kind, "rule": d.rule, **d.signature()}
             record.pop("world", None)
-            if isinstance(d, WakeTarget):
+            if isinstance(d, WeighWakes):
+                pass  # recorded; its signals are on the step's wakes
+            elif isinstance(d, WakeTarget):
+                signals, reasons = wake_signals(weighings, d.cause)
                 wakes.append(StepWake(target_agent=d.agent, cause=d.cause, idempotency_key=d.idempotency_key,
                                       depth=d.depth, chain=d.chain, origin_us=d.origin_us,
-                                      cause_event_id=row["event_id"], rule=d.rule))
+                                      cause_event_id=row["event_id"], rule=d.rule, signals=signals,
+                                      signal_reasons=reasons))
             elif isinstance(d, Suppress):
                 stats.suppressed += 1
             elif isinstance(d, DeferWake):
                 stats.deferred += 1
                 if d.joins is None:  # a join queues nothing: the deferred wake it joins runs for both
+                    signals, reasons = wake_signals(weighings, d.cause)
                     wakes.append(StepWake(
                         target_agent=d.agent, cause=d.cause, idempotency_key=d.idempotency_key, depth=d.depth,
                         chain=d.chain, origin_us=d.origin_us, cause_event_id=row["event_id"], rule=d.rule,
                         not_before_us=d.not_before_us,
                         deferred={"reason": d.reason.value, "until_us": d.not_before_us, "detail": d.detail,
-                                  "deferrals": d.deferrals, "position": d.position}))
+                                  "deferrals": d.deferrals, "position": d.position},
+                        signals=signals, signal_reasons=reasons))
             else:
                 error = self._follow_up(d, f"ctl:{self.world_id}:{seq}:{d.index}", follow_cause)
                 if error is not None:
@@ -298,6 +319,30 @@ class ControllerLoop:
         stats.steps += 1
         stats.wakes += len(result.wake_ids)
         stats.decisions += len(decisions)
+
+    def _attend(self, row: Mapping[str, Any], stats: DrainStats) -> None:
+        """The attention broker on the event ``row`` (seed 003 §14-16): for each human it would wake or notify
+        (:func:`engine.attention.notices.notices_for`: an approval asked of governors, a handoff or a wake
+        for a human, a wake the controller queued included), the broker's decision with its reasons is
+        recorded as the controller's agent (``World.notify_human``), under an operation id derived from the
+        event and the human. Called before the event's step is committed, so an event whose step a crash
+        lost is attended again when observed again, and answered by the decision recorded the first time:
+        a replay never decides twice. A leader records them inside its lease's fence, as its steps. No PDP
+        (or a stale epoch, a lost lease) stops the loop as a step's follow-ups do; another refusal is counted
+        in ``failed_attention`` and the loop goes on."""
+        if row["event_type"] not in _NOTIFYING:
+            return
+        if self._contracts is None:
+            self._contracts = load_contracts()
+        try:
+            with self.leadership.fenced() if self.leadership is not None else nullcontext():  # a leader's only
+                decided = attend(self.world, self.book.store.read, self.actor, row, self._contracts)
+        except (PolicyUnavailable, PolicyEpochChanged, FencedOut):
+            raise
+        except PMWError as exc:
+            stats.failed_attention.append(f"{row['seq']}:{exc.code}")
+            return
+        stats.attention += len(decided)
 
     def _follow_up(self, d: AnyDecision, op: str, cause: Cause) -> str | None:
         """Carry out a decision that is a World call; the error code if the World refused it."""
@@ -384,4 +429,38 @@ class ControllerLoop:
         return own
 
 
-__all__ = ["CONTROLLER_AGENT", "ControllerLoop", "DrainStats", "ensure_controller_agent"]
+#: The event types :func:`engine.attention.notices.notices_for` may find a human's notice in.
+_NOTIFYING = frozenset({"approval.requested", "handoff.created", "wake.issued", "controller.step"})
+
+
+def _weighed(decisions: tuple[AnyDecision, ...]) -> tuple[AnyDecision, ...]:
+    """The step's decisions, without its weighings when it queues no wake (they would weigh nothing, and an
+    event whose only decision is a weighing commits no step)."""
+    if any(isinstance(d, WakeTarget | DeferWake) for d in decisions):
+        return decisions
+    return tuple(d for d in decisions if not isinstance(d, WeighWakes))
+
+
+def wake_signals(weighings: list[WeighWakes], cause: str) -> tuple[dict[str, float] | None, list[str] | None]:
+    """The layered wake's signals of a wake with ``cause`` weighed by ``weighings`` (the ``weigh_wakes``
+    decisions of its step, rules/wake_signals.yaml): per signal the highest value any sets (a signal none
+    sets is 0), importance from the cause included; and the reasons, ``<rule>: <reason> (<signals>)``, of
+    those that set one. ``(None, None)`` when none does: the wake carries no signals (a full run)."""
+    signals = dict.fromkeys(SIGNALS, 0.0)
+    reasons: list[str] = []
+    for w in weighings:
+        values = {name: getattr(w, name) for name in SIGNALS if getattr(w, name) is not None}
+        if cause in w.importance_by_cause:
+            values["importance"] = max(values.get("importance", 0.0), w.importance_by_cause[cause])
+        if not values:
+            continue
+        for name, value in values.items():
+            signals[name] = max(signals[name], float(value))
+        shown = ", ".join(f"{name} {value:g}" for name, value in values.items())
+        reasons.append(f"{w.rule}: {w.reason} ({shown})"[:500])
+    if not reasons:
+        return None, None
+    return signals, reasons[:50]
+
+
+__all__ = ["CONTROLLER_AGENT", "ControllerLoop", "DrainStats", "ensure_controller_agent", "wake_signals"]

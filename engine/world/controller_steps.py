@@ -54,6 +54,10 @@ class StepWake(Model):
     #: carrying why (reason, until, detail, deferrals in a row); committed with the step like any other wake
     not_before_us: TimeUs | None = None
     deferred: dict[str, JsonValue] | None = None
+    #: the layered wake's signals the controller's rules gave it (``payload.signals``, read by the worker's
+    #: classifier) and why (``payload.signal_reasons``); ``None``: no signals, a full run
+    signals: dict[str, float] | None = None
+    signal_reasons: list[str] | None = Field(default=None, max_length=50)
 
 
 #: a step's facts are ordered ``position * FACT_ORDINAL_SPAN + index`` (MAX_STEP_FACTS fit in a span)
@@ -134,6 +138,9 @@ class ControllerStepCalls(WorldCore):
                                             "rule": w.rule}
             if w.deferred is not None:
                 wake_payload["deferred"] = w.deferred
+            if w.signals is not None:
+                wake_payload["signals"] = w.signals
+                wake_payload["signal_reasons"] = w.signal_reasons or []
             wake = Wake(wake_id=self.ids.new("wak"), target_agent=w.target_agent, cause=w.cause,
                         cause_event_id=w.cause_event_id, status=WakeStatus.PENDING,
                         not_before_us=max(now, w.not_before_us or now), payload=wake_payload,

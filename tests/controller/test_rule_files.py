@@ -41,7 +41,7 @@ def test_the_repository_rules_load() -> None:
     rules = load_rule_dir(REPO_RULES)
     files = {b.file.rpartition("/")[2] for b in rules.bindings.values()}
     assert files == {"conflicts.yaml", "epistemic_lease.yaml", "memory_review.yaml", "topology.yaml",
-                     "wake_storm.yaml", "wake_targeting.yaml"}
+                     "wake_signals.yaml", "wake_storm.yaml", "wake_targeting.yaml"}
     assert rules.bindings["wake_storm/storm_depth"].line is not None
 
 
