@@ -57,8 +57,9 @@ from engine.protocol.adapters import (
     SetState,
     StoreMemory,
 )
+from engine.runloop.worker import WakeCheck
 from engine.world.projection import WorldView
-from simulations.scenario import AgentSpec, ArtifactSpec, Behaviour, BehaviourParams, ClaimSpec
+from simulations.scenario import AgentSpec, ArtifactSpec, Behaviour, BehaviourParams, CheckSpec, ClaimSpec
 
 CONFLICT_ROOM_PREFIX = "conflict-"
 DELTA_RELEVANCE = 0.9
@@ -364,9 +365,38 @@ class Flaky:
         return self.inner.run(agent_state, world_view, event)
 
 
+class Checked:
+    """An adapter with the lightweight check of ``spec`` (:class:`~simulations.scenario.CheckSpec`): a full run
+    only for a wake whose trigger (``payload.trigger``, what the controller's rules say triggered it) has one
+    of its subjects or types; a wake without a trigger is always worth a full run (nothing to judge by)."""
+
+    def __init__(self, inner: AgentAdapter, spec: CheckSpec) -> None:
+        self.inner = inner
+        self.spec = spec
+
+    def run(self, agent_state: Agent, world_view: WorldView, event: Wake) -> AgentDecision:
+        return self.inner.run(agent_state, world_view, event)
+
+    def check(self, agent_state: Agent, event: Wake) -> WakeCheck:
+        trigger = event.payload.get("trigger")
+        if not isinstance(trigger, dict):
+            return WakeCheck(True, "no trigger to judge by")
+        subject, kind = str(trigger.get("subject_id", "")), str(trigger.get("type", ""))
+        if subject in self.spec.subjects or kind in self.spec.types:
+            return WakeCheck(True, f"{kind} on {subject} is mine to act on")
+        return WakeCheck(False, f"{kind} on {subject} is not mine to act on")
+
+
 def build_behaviour(spec: AgentSpec, plan: TaskPlan, *, behaviour: Behaviour | str | None = None,
                     model: str | None = None) -> AgentAdapter:
-    """A fresh adapter (a new conversation) for ``spec``, optionally with another behaviour or model."""
+    """A fresh adapter (a new conversation) for ``spec``, optionally with another behaviour or model; with
+    the lightweight check its ``params.check`` describes (:class:`Checked`)."""
+    adapter = _behaviour(spec, plan, behaviour=behaviour, model=model)
+    return Checked(adapter, spec.params.check) if spec.params.check is not None else adapter
+
+
+def _behaviour(spec: AgentSpec, plan: TaskPlan, *, behaviour: Behaviour | str | None, model: str | None
+               ) -> AgentAdapter:
     kind = behaviour or spec.behaviour
     p = spec.params
     convo = Conversation(model=model or spec.model)
@@ -386,5 +416,5 @@ def build_behaviour(spec: AgentSpec, plan: TaskPlan, *, behaviour: Behaviour | s
     return RuleAgent([resolve_conflict(convo)])
 
 
-__all__ = ["CONFLICT_ROOM_PREFIX", "REJECTION_REASON", "Conversation", "TaskPlan", "answered_key", "artifact_effect",
-           "build_behaviour", "claimed_key", "progress_key", "review_candidate"]
+__all__ = ["CONFLICT_ROOM_PREFIX", "REJECTION_REASON", "Checked", "Conversation", "TaskPlan", "answered_key",
+           "artifact_effect", "build_behaviour", "claimed_key", "progress_key", "review_candidate"]

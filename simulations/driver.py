@@ -40,6 +40,7 @@ from engine.models.wakes import Wake
 from engine.policy.pdp_process import ManagedPdp
 from engine.protocol.adapters import AgentAdapter, AgentDecision
 from engine.runloop import InProcessRunner, RunStats
+from engine.runloop.worker import CheckingAdapter, WakeCheck
 from engine.runtime import Runtime
 from engine.settings import Settings, load_settings, sqlite_file
 from engine.sources import ManualClock, SeededIds
@@ -55,6 +56,7 @@ from simulations.scenario import (
     ConversationReplacement,
     DuplicateDelivery,
     Entry,
+    EventEntry,
     GrantEntry,
     ModelReplacement,
     OpenRoomEntry,
@@ -107,15 +109,17 @@ class SimulationRun:
 
 
 def expand_timeline(s: Scenario, start_us: int) -> list[Planned]:
-    """The timeline as dated entries, in order; repeated wakes are expanded with jitter from the seed."""
+    """The timeline as dated entries, in order; repeated wakes and events are expanded with jitter from the
+    seed."""
     rng = random.Random(s.seed)
     stop_us = start_us + _us(s.stop.at_s)
     planned: list[Planned] = []
     for index, entry in enumerate(s.timeline):
-        repeats = entry.count if isinstance(entry, WakeEntry) and entry.every_s else 1
+        repeated = entry if isinstance(entry, WakeEntry | EventEntry) else None
+        repeats = repeated.count if repeated is not None and repeated.every_s else 1
         for n in range(repeats):
-            offset = n * (entry.every_s or 0.0) if isinstance(entry, WakeEntry) else 0.0
-            jitter = rng.uniform(0, entry.jitter_s) if isinstance(entry, WakeEntry) and entry.jitter_s else 0.0
+            offset = n * (repeated.every_s or 0.0) if repeated is not None else 0.0
+            jitter = rng.uniform(0, repeated.jitter_s) if repeated is not None and repeated.jitter_s else 0.0
             planned.append(Planned(min(stop_us, start_us + _us(entry.at + offset + jitter)), index, n, entry))
         if isinstance(entry, PdpOutage):
             planned.append(Planned(start_us + _us(entry.at + entry.duration_s), index, 1, None))
@@ -139,6 +143,16 @@ class Thinking:
         if self.seconds:
             self.clock.advance(self.seconds)
         return self.inner.run(agent_state, world_view, event)
+
+
+class ThinkingChecker(Thinking):
+    """A :class:`Thinking` agent whose inner adapter has the layered wake's lightweight check: the check is
+    cheap (no virtual time passes) and answered by the inner adapter."""
+
+    def check(self, agent_state: Agent, event: Wake) -> WakeCheck | bool:
+        inner = self.inner
+        assert isinstance(inner, CheckingAdapter)  # only built around one
+        return inner.check(agent_state, event)
 
 
 #: read plans an agent's cycle asks for: the projection's six kinds, and room for the lists of other calls
@@ -201,7 +215,8 @@ class ScenarioDriver:
             inner = new_conversation(source, name, field=f"agents.{index}.behaviour")
         else:
             inner = build_behaviour(self.s.agent(agent_id), self.plan, behaviour=behaviour, model=model)
-        return Thinking(inner, self.clock, self.s.clock.think_s)
+        wrapper = ThinkingChecker if isinstance(inner, CheckingAdapter) else Thinking
+        return wrapper(inner, self.clock, self.s.clock.think_s)
 
     # -- setup ----------------------------------------------------------------------------------------
 
@@ -316,6 +331,9 @@ class ScenarioDriver:
             return
         if isinstance(e, WakeEntry):
             self._wake(e, p)
+        elif isinstance(e, EventEntry):
+            self.world.append_event(e.agent, e.type, dict(e.payload), subject_kind=e.subject_kind,
+                                    subject_id=e.subject)
         elif isinstance(e, ClaimEntry):
             self.world.append_event(e.agent, "claim.asserted", {"term": e.term, "claim": f"{e.agent}:{e.term}",
                                                                 "value": e.value}, subject_id=e.term)

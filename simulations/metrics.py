@@ -163,6 +163,8 @@ class _Fold:
     side_effect_keys: Counter[tuple[str, int]] = field(default_factory=Counter)
     context_bytes: int = 0
     traced: int = 0
+    full_runs: int = 0                                            # runs shown a projection (the layered wake's layer 3)
+    layers: Counter[str] = field(default_factory=Counter)         # monitored, checked, stopped_at_check
     mutations: int = 0
     faults: list[dict[str, Any]] = field(default_factory=list)
     fault_results: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -297,6 +299,7 @@ class _Folder:
             cost = tr.get("cost") or {}
             self.f.context_bytes += int(cost.get("context_bytes", 0))
             self.f.traced += 1
+            self.f.full_runs += int(cost.get("context_bytes", 0)) > 0
             if str(tr.get("agent_id")) in self.f.handoff_waiting:  # the receiver's first run shows the packet
                 packet = self.f.handoff_waiting.pop(str(tr.get("agent_id")))
                 self.f.handoff_views.append((int(cost.get("context_bytes", 0)), packet))
@@ -370,6 +373,11 @@ class _Folder:
         if r["outcome"] == "acted":
             f.tick("acted", t)
             f.tick_agent("acted", str(r["agent_id"]), t)
+        layer = (r.get("payload") or {}).get("wake_layer")
+        if isinstance(layer, dict):
+            f.layers["monitored"] += layer.get("depth") == "monitor"
+            f.layers["checked"] += layer.get("checked") is True
+            f.layers["stopped_at_check"] += layer.get("reached") == "check"
         wake = f.wakes.get(str(r.get("wake_id")))
         if wake is not None:
             wake.receipts += 1
@@ -748,6 +756,8 @@ def _counts(f: _Fold) -> dict[str, int]:
         "redone_units": f.redone_units, "denied_attempts": f.denied, "agent_actions": f.actions,
         "unauthorized_actions": f.unauthorized, "topology_mutations": f.mutations, "faults": len(f.faults),
         "deliveries": deliveries, "policy_epochs": len(f.epochs), "traced_runs": f.traced,
+        "full_runs": f.full_runs, "monitored_wakes": f.layers["monitored"], "checks_run": f.layers["checked"],
+        "stopped_at_check": f.layers["stopped_at_check"],
         "memories": len(f.memories), "memory_candidates": sum(m.status == "candidate" for m in f.memories.values()),
         "memories_promoted": f.verdicts["promoted"], "memories_rejected": f.verdicts["rejected"],
         "answers": sum(f.answers_seen.values()), "shared_memory_shown_to_others": f.shared_shown,

@@ -32,6 +32,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from engine.commands.state import EVENT_TYPE_PATTERN
 from engine.errors import YamlRefused
 from engine.models.common import ID_PATTERN
 from engine.yaml_input import parse_yaml, read_yaml_text
@@ -101,6 +102,15 @@ class ArtifactSpec(Strict):
     type: AgentId = "report"
 
 
+class CheckSpec(Strict):
+    """The agent's lightweight check (the layered wake's layer 2, seed 001 §45): told only what triggered a
+    wake (``payload.trigger``: the event's type and subject), it finds the wake worth a full run when the
+    subject is one of ``subjects`` or the type one of ``types``; a wake that names no trigger always is."""
+
+    subjects: list[str] = Field(default_factory=list, max_length=100)
+    types: list[str] = Field(default_factory=list, max_length=100)
+
+
 class BehaviourParams(Strict):
     """Parameters of the behaviour library (``simulations.behaviours``); each behaviour reads its own."""
 
@@ -116,6 +126,8 @@ class BehaviourParams(Strict):
     join: AgentId | None = Field(default=None, description="a room it joins on its first wake")
     artifact: ArtifactSpec | None = Field(default=None, description="with each step, register or revise the "
                                           "task's artifact of this type, on the version the view shows")
+    check: CheckSpec | None = Field(default=None, description="a lightweight check for layered wakes (none: "
+                                    "a wake routed to the check gets a full run)")
 
 
 class Authority(Strict):
@@ -197,6 +209,22 @@ class WakeEntry(Entry):
     cause: str = Field(default="scenario", min_length=1, max_length=200)
     key: str | None = Field(default=None, min_length=1, max_length=200)
     deliveries: int = Field(default=1, ge=1, le=1000)
+    every_s: float | None = Field(default=None, gt=0)
+    count: int = Field(default=1, ge=1, le=100_000)
+    jitter_s: Seconds = 0.0
+
+
+class EventEntry(Entry):
+    """``agent`` appends an event ``type`` about ``subject`` (``subject_kind``, default ``note``) with
+    ``payload``: what happens in the world that is no agent's task (chatter, a sensor, an operator's change);
+    its subscribers are woken by the controller. ``every_s``/``count``/``jitter_s`` repeat it as a wake's."""
+
+    kind: Literal["event"]
+    agent: AgentId
+    type: str = Field(pattern=EVENT_TYPE_PATTERN)
+    subject: str = Field(min_length=1, max_length=256)
+    subject_kind: str = Field(default="note", pattern=ID_PATTERN)
+    payload: dict[str, Any] = Field(default_factory=dict)
     every_s: float | None = Field(default=None, gt=0)
     count: int = Field(default=1, ge=1, le=100_000)
     jitter_s: Seconds = 0.0
@@ -297,7 +325,7 @@ class ConversationReplacement(Entry):
 
 
 TimelineEntry = Annotated[
-    WakeEntry | ClaimEntry | ResolveEntry | OpenRoomEntry | StateWriteEntry | GrantEntry | WorkerCrash
+    WakeEntry | EventEntry | ClaimEntry | ResolveEntry | OpenRoomEntry | StateWriteEntry | GrantEntry | WorkerCrash
     | DuplicateDelivery
     | StaleWrite | PdpOutage | PolicyChange | RuleChange | ModelReplacement | ConversationReplacement,
     Field(discriminator="kind")]
@@ -584,7 +612,8 @@ def _check_timeline(s: Scenario, agents: set[str], fail: Any) -> None:
         if entry.at < previous:
             fail(("timeline", i, "at"), f"time {entry.at:g} s is before the previous entry's {previous:g} s")
         previous = entry.at
-        last = entry.at + ((entry.count - 1) * entry.every_s if isinstance(entry, WakeEntry) and entry.every_s
+        repeated = entry if isinstance(entry, WakeEntry | EventEntry) else None
+        last = entry.at + ((repeated.count - 1) * repeated.every_s if repeated is not None and repeated.every_s
                            else 0.0)
         if last > s.stop.at_s:
             fail(("timeline", i, "at"), f"at {last:g} s this entry is past the stop at {s.stop.at_s:g} s")
@@ -601,7 +630,7 @@ def _check_timeline(s: Scenario, agents: set[str], fail: Any) -> None:
         task = getattr(entry, "task", None)
         if task is not None and task not in tasks:
             fail(("timeline", i, "task"), f"names task {task!r}, which is not declared in world.tasks")
-        if isinstance(entry, WakeEntry) and entry.count > 1 and entry.every_s is None:
+        if repeated is not None and repeated.count > 1 and repeated.every_s is None:
             fail(("timeline", i, "count"), "count > 1 needs every_s")
         if isinstance(entry, PdpOutage) and entry.at + entry.duration_s > s.stop.at_s:
             fail(("timeline", i, "duration_s"), "the outage would outlast the stop")
@@ -631,7 +660,7 @@ def iter_entries(s: Scenario) -> Iterator[tuple[int, Entry]]:
 
 
 __all__ = ["BEHAVIOURS", "FAULT_KINDS", "AgentSpec", "ArtifactSpec", "Behaviour", "BehaviourName", "BehaviourParams",
-           "ClaimEntry", "ConversationReplacement", "DuplicateDelivery", "GrantEntry", "MemorySpec", "ModelReplacement",
-           "NoteSpec", "OpenRoomEntry", "PdpOutage", "PolicyChange", "Representation", "ResolveEntry", "RuleChange",
-           "Scenario", "StaleWrite", "StateWriteEntry", "TaskSpec", "TimelineEntry", "WakeEntry", "WorkerCrash",
-           "iter_entries", "load_scenario", "parse_scenario"]
+           "CheckSpec", "ClaimEntry", "ConversationReplacement", "DuplicateDelivery", "EventEntry", "GrantEntry",
+           "MemorySpec", "ModelReplacement", "NoteSpec", "OpenRoomEntry", "PdpOutage", "PolicyChange",
+           "Representation", "ResolveEntry", "RuleChange", "Scenario", "StaleWrite", "StateWriteEntry", "TaskSpec",
+           "TimelineEntry", "WakeEntry", "WorkerCrash", "iter_entries", "load_scenario", "parse_scenario"]

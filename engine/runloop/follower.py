@@ -284,7 +284,7 @@ class ControllerLoop:
                 wakes.append(StepWake(target_agent=d.agent, cause=d.cause, idempotency_key=d.idempotency_key,
                                       depth=d.depth, chain=d.chain, origin_us=d.origin_us,
                                       cause_event_id=row["event_id"], rule=d.rule, signals=signals,
-                                      signal_reasons=reasons))
+                                      signal_reasons=reasons, trigger=_trigger(row) if signals else None))
             elif isinstance(d, Suppress):
                 stats.suppressed += 1
             elif isinstance(d, DeferWake):
@@ -297,7 +297,7 @@ class ControllerLoop:
                         not_before_us=d.not_before_us,
                         deferred={"reason": d.reason.value, "until_us": d.not_before_us, "detail": d.detail,
                                   "deferrals": d.deferrals, "position": d.position},
-                        signals=signals, signal_reasons=reasons))
+                        signals=signals, signal_reasons=reasons, trigger=_trigger(row) if signals else None))
             else:
                 error = self._follow_up(d, f"ctl:{self.world_id}:{seq}:{d.index}", follow_cause)
                 if error is not None:
@@ -439,6 +439,12 @@ def _weighed(decisions: tuple[AnyDecision, ...]) -> tuple[AnyDecision, ...]:
     if any(isinstance(d, WakeTarget | DeferWake) for d in decisions):
         return decisions
     return tuple(d for d in decisions if not isinstance(d, WeighWakes))
+
+
+def _trigger(row: Mapping[str, Any]) -> dict[str, str]:
+    """What triggered a wake of the event ``row``, as its lightweight check is told: type and subject."""
+    return {"type": str(row["event_type"]), "subject_kind": str(row.get("subject_kind") or ""),
+            "subject_id": str(row.get("subject_id") or "")}
 
 
 def wake_signals(weighings: list[WeighWakes], cause: str) -> tuple[dict[str, float] | None, list[str] | None]:

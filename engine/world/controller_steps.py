@@ -58,6 +58,9 @@ class StepWake(Model):
     #: classifier) and why (``payload.signal_reasons``); ``None``: no signals, a full run
     signals: dict[str, float] | None = None
     signal_reasons: list[str] | None = Field(default=None, max_length=50)
+    #: with signals: what triggered the wake (the event's ``type``, ``subject_kind``, ``subject_id``), all a
+    #: lightweight check is told of it (``payload.trigger``)
+    trigger: dict[str, str] | None = None
 
 
 #: a step's facts are ordered ``position * FACT_ORDINAL_SPAN + index`` (MAX_STEP_FACTS fit in a span)
@@ -141,6 +144,8 @@ class ControllerStepCalls(WorldCore):
             if w.signals is not None:
                 wake_payload["signals"] = w.signals
                 wake_payload["signal_reasons"] = w.signal_reasons or []
+                if w.trigger is not None:
+                    wake_payload["trigger"] = dict(w.trigger)
             wake = Wake(wake_id=self.ids.new("wak"), target_agent=w.target_agent, cause=w.cause,
                         cause_event_id=w.cause_event_id, status=WakeStatus.PENDING,
                         not_before_us=max(now, w.not_before_us or now), payload=wake_payload,

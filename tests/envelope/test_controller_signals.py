@@ -63,6 +63,10 @@ def test_controller_wakes_carry_signals_from_their_cause_and_are_routed_by_depth
         "wake_signals/weigh_state_change: plan changed (importance 0.6)"]
     assert "wake_signals/weigh_side_effect_high: ops.change has side effect S2 (importance 0.8, risk 0.9)" in \
         risky["payload"]["signal_reasons"]
+    assert [w["payload"]["trigger"] for w in (change, note, risky)] == [  # what a check is told
+        {"type": "state.set", "subject_kind": "state", "subject_id": "plan"},
+        {"type": "note.posted", "subject_kind": "note", "subject_id": "plan"},
+        {"type": "ops.change", "subject_kind": "note", "subject_id": "plan"}]
     layers = [receipt_of(pworld, w["wake_id"]) for w in (change, note, risky)]
     assert [(r["outcome"], r["payload"]["wake_layer"]["depth"]) for r in layers] == [
         ("no_action", "check"), ("monitored", "monitor"), ("acted", "full")]
@@ -73,7 +77,7 @@ def test_controller_wakes_carry_signals_from_their_cause_and_are_routed_by_depth
 def test_with_layered_wake_off_no_wake_carries_signals(pworld: World, tmp_path: Path) -> None:
     bo = Counting(worth=False)
     wakes = play(pworld, copy_rules(tmp_path / "rules"), bo)  # the shipped rules: layered_wake false
-    assert len(wakes) == 3 and all("signals" not in w["payload"] for w in wakes)
+    assert len(wakes) == 3 and all("signals" not in w["payload"] and "trigger" not in w["payload"] for w in wakes)
     assert bo.checks == [] and bo.runs == [w["wake_id"] for w in wakes]  # a full run each, as before
 
 

@@ -1,5 +1,5 @@
-"""The shipped studies (seed 001 H2-H4; H1 through the CLI in test_simulate_cli.py) run in their CI-sized
-variant and their reports state the measured answer; a bad study file fails at load with file:line."""
+"""The shipped studies (seed 001 H2-H4, and h5: layered wake; H1 through the CLI in test_simulate_cli.py) run
+in their CI-sized variant and their reports state the measured answer; a bad study file fails at load with file:line."""
 
 from __future__ import annotations
 
@@ -65,6 +65,28 @@ def test_h4_quality_tracks_fidelity_more_than_the_text_shown(tmp_path: Path, sim
     packets = {r.variant.value(key): r.result.metrics.counts["handoff_packet_bytes"] for r in result.batch.runs}
     assert packets["transcript"] > packets["pointers"] > 0  # the retained text did vary
     assert pointers.verdict == "supported"
+
+
+def test_h5_layered_wakes_cost_less_at_equal_quality_and_an_underweighted_change_is_missed(
+        tmp_path: Path, sim_settings: Settings) -> None:
+    """The controller's rules weigh each wake (rules/wake_signals.yaml), the worker routes it by depth: the
+    chatter is only logged, the news goes to Bo's check and stops there, his review wakes pass it, the S2
+    changes always run in full; a followed key's change weighed under the floor never reaches him."""
+    result = run_ci("h5", tmp_path, sim_settings)
+    assert [j.verdict for j in result.judgements] == ["supported"] * 4
+
+    def mean(variant: str, figure: str) -> float:
+        got = result.batch.variant(variant).mean(figure)
+        assert got is not None
+        return got
+    assert mean("always-full", "full_runs") == mean("always-full", "wakes")  # every wake a full run
+    assert mean("always-full", "monitored_wakes") == mean("always-full", "checks_run") == 0
+    # layered: Ada's 5 scenario wakes (no signals), Bo's 5 reviews (his check says yes), the 2 S2 changes
+    assert mean("layered", "full_runs") == 5 + 5 + 2
+    assert mean("layered", "monitored_wakes") > 0 and mean("layered", "stopped_at_check") > 0
+    assert mean("layered", "checks_run") == mean("layered", "stopped_at_check") + 5
+    assert mean("layered", "wakes") == mean("always-full", "wakes")  # the same wakes, routed differently
+    assert (mean("layered", "task_quality"), mean("underweighted", "task_quality")) == (1.0, 0.5)
 
 
 def test_a_study_naming_an_unknown_figure_fails_at_load_with_its_line(tmp_path: Path) -> None:
