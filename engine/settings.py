@@ -5,6 +5,8 @@
                         ``./pmw-data/artifacts``
 ``PMW_SQLITE_SYNCHRONOUS``  ``NORMAL`` (default) or ``FULL``
 ``PMW_BUSY_TIMEOUT_MS`` SQLite busy timeout (default 30000)
+``PMW_PG_IDLE_IN_TRANSACTION_MS``  PostgreSQL ends a session of ours idle inside a transaction this long
+                      (default 10000; 0: never): a paused or cut-off writer's row locks are released
 ``PMW_POLICY_DIR``      the Cerbos policy directory the runtime's own PDP serves (default: the repo's
                         ``policies/``)
 ``PMW_PDP_ADDRESS``     ``host:port`` of an external PDP's gRPC listener; unset: the runtime starts its own
@@ -48,6 +50,7 @@ class Settings(BaseSettings):
     artifact_dir: Path | None = None
     sqlite_synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
     busy_timeout_ms: int = Field(default=30_000, ge=0, le=600_000)
+    pg_idle_in_transaction_ms: int = Field(default=10_000, ge=0, le=3_600_000)
     policy_dir: Path = Field(default_factory=lambda: Path(__file__).resolve().parents[1] / "policies")
     pdp_address: str | None = Field(default=None, pattern=r"^[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$")
     pdp_addresses: str | None = Field(default=None, pattern=r"^[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}"
@@ -76,7 +79,8 @@ class Settings(BaseSettings):
         return self.artifact_dir if self.artifact_dir is not None else self.resolved_data_dir() / "artifacts"
 
     def database_options(self) -> DatabaseOptions:
-        return DatabaseOptions(sqlite_synchronous=self.sqlite_synchronous, busy_timeout_ms=self.busy_timeout_ms)
+        return DatabaseOptions(sqlite_synchronous=self.sqlite_synchronous, busy_timeout_ms=self.busy_timeout_ms,
+                               pg_idle_in_transaction_ms=self.pg_idle_in_transaction_ms)
 
     def ensure_sqlite_parent(self) -> None:
         """Create the directory of a SQLite database file if it does not exist yet."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from sqlalchemy import Connection, Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.pool import StaticPool
 
@@ -38,8 +38,27 @@ def placeholder(dialect: str, name: str) -> str:
 
 @dataclass(frozen=True)
 class DatabaseOptions:
+    """``pg_idle_in_transaction_ms``: PostgreSQL ends a session of ours that sits this long inside a
+    transaction without sending a statement (its ``idle_in_transaction_session_timeout``; 0: never). A
+    process paused (SIGSTOP, a VM freeze) or cut off inside a fenced commit otherwise keeps the row locks its
+    fence took (the controller lease ``FOR SHARE``, the wake ``FOR UPDATE``) for as long as the pause lasts,
+    and a standby's takeover or a wake's reclaim waits as long. Our transactions wait between statements at
+    most for one PDP call (the claim decides inside its transaction): keep it well above the PDP deadline."""
+
     sqlite_synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
     busy_timeout_ms: int = 30_000
+    pg_idle_in_transaction_ms: int = 10_000
+
+
+def _session_options(url: URL, options: DatabaseOptions) -> URL:
+    """``url`` with our session settings added to its libpq ``options`` (what it names already kept: a
+    ``search_path`` among them)."""
+    if options.pg_idle_in_transaction_ms <= 0:
+        return url
+    given = url.query.get("options", "")
+    given = given if isinstance(given, str) else " ".join(given)
+    ours = f"-c idle_in_transaction_session_timeout={int(options.pg_idle_in_transaction_ms)}"
+    return url.update_query_dict({"options": f"{given} {ours}".strip()})
 
 
 class Database:
@@ -59,7 +78,7 @@ class Database:
         elif backend in ("postgresql", "postgres"):
             self.dialect = "postgresql"
             self.in_memory = False
-            self.engine = create_engine(parsed.set(drivername="postgresql+psycopg"),
+            self.engine = create_engine(_session_options(parsed.set(drivername="postgresql+psycopg"), self.options),
                                         pool_pre_ping=True, pool_size=5, max_overflow=10)
         else:
             raise InvalidInput("db_url", f"unsupported backend {backend!r}; use sqlite:/// or postgresql://")

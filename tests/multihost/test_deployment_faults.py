@@ -58,10 +58,10 @@ WAIT_S = 90.0
 TAKEOVER_BOUND_S = 15.0  # generous: the goal is < 5 s (printed), a busy 2-core machine may miss it
 FAULTS = ("kill_leader", "stop_leader", "cut_worker", "kill_pdp")
 # A process paused (SIGSTOP) or cut off inside a fenced commit keeps its transaction open, and the row locks
-# its fence took (the lease FOR SHARE, the wake FOR UPDATE) with it: without this server setting the standby's
-# takeover (and a reclaim of the wake) waits for as long as the pause lasts (test_fence_locks.py shows it on the
-# store alone). PostgreSQL ends such a session after this long idle in a transaction, releasing its locks;
-# PMW_FAULT_PG_IDLE_MS=0 runs without it (the stop_leader fault then hangs when the pause lands mid-commit).
+# its fence took (the lease FOR SHARE, the wake FOR UPDATE) with it: the standby's takeover (and a reclaim of
+# the wake) waits until PostgreSQL ends that session, after this long idle in a transaction (every PMW session
+# sets 10 s, PMW_PG_IDLE_IN_TRANSACTION_MS; the hub's server setting shortens it to keep takeovers < 5 s;
+# tests/scaleout/test_fence_locks.py shows both on the store alone). PMW_FAULT_PG_IDLE_MS=0: the sessions' own.
 PG_IDLE_MS = os.environ.get("PMW_FAULT_PG_IDLE_MS", "1000")
 
 
