@@ -103,3 +103,23 @@ def test_without_the_setting_the_takeover_waits_for_the_paused_leader(stores: tu
     standby.join(20)
     assert outcome == ["committed"]  # its lease had expired, but its own transaction's fence was checked first
     assert took and other.lease("main") is not None
+
+
+def test_the_session_setting_keeps_the_options_a_url_names(stores: tuple[str, list[Store]]) -> None:
+    """The setting is added to the URL's libpq ``options``; a ``search_path`` the URL names stays."""
+    url, opened = stores
+    joined = "&" if "?" in url else "?"
+    store = Store(f"{url}{joined}options=-csearch_path%3Dpmw_elsewhere,public",
+                  DatabaseOptions(pg_idle_in_transaction_ms=1234))
+    opened.append(store)
+    with store.db.read_cursor() as cur:
+        cur.execute("SHOW idle_in_transaction_session_timeout")
+        idle = cur.fetchone()[0]
+        cur.execute("SHOW search_path")
+        path = cur.fetchone()[0]
+    assert idle == "1234ms" and path.startswith("pmw_elsewhere")
+    off = Store(url, DatabaseOptions(pg_idle_in_transaction_ms=0))
+    opened.append(off)
+    with off.db.read_cursor() as cur:
+        cur.execute("SHOW idle_in_transaction_session_timeout")
+        assert cur.fetchone()[0] == "0"  # the server's own default
