@@ -24,6 +24,12 @@ refs, approval, handoff, next wake) and ``wake_layer`` (depth, signals, score, w
 An adapter's answer that is not a valid decision (or an envelope the runtime refuses: a declared approval
 state the actions contradict, a deferral in the past) is acked ``failed`` with the ``InvalidInput`` message;
 nothing else is written.
+
+The envelope-carrying half (lower a recorded envelope, carry its writes out, ack with its receipt) is
+:class:`EnvelopeProtocol`, which the pull path for agents in other processes uses too
+(:class:`~engine.protocol.pull.ExternalAgents`; there an envelope the runtime refuses is ``InvalidInput``
+to its synchronous caller, nothing recorded). A recorded envelope is lowered at the time it was recorded, so
+a replay (its worker died between its writes and its ack) writes exactly what the first attempt wrote.
 """
 
 from __future__ import annotations
@@ -38,8 +44,17 @@ from engine.models.receipts import Decision, Outcome
 from engine.models.traces import TraceBody
 from engine.models.wakes import Wake
 from engine.protocol.adapters import AgentAdapter, AgentDecision, AgentEffect, CallableAdapter
-from engine.protocol.worker import DEFAULT_LEASE_S, MAX_TRACE_REFS, Cycle, EffectVerdict, Shown, Worker, observe
-from engine.runloop.envelope import DecisionEnvelope, EnvelopeOutcome, contracts_of, lower, parse
+from engine.protocol.worker import (
+    DEFAULT_LEASE_S,
+    MAX_TRACE_REFS,
+    Cycle,
+    EffectVerdict,
+    Shown,
+    WakeProtocol,
+    Worker,
+    observe,
+)
+from engine.runloop.envelope import DecisionEnvelope, EnvelopeOutcome, Lowered, contracts_of, lower, parse
 from engine.runloop.wake_depth import DepthThresholds, WakeDepth, score, signals_of, wake_depth
 from engine.world import Cause
 from engine.world.book import RuntimeBook
@@ -92,94 +107,42 @@ class _Said:
     written: dict[str, list[str]] = field(default_factory=dict)  # role -> refs (planned; kept on success)
 
 
-class EnvelopeWorker(Worker):
-    """A :class:`Worker` that honours decision envelopes and layered wakes (module docstring)."""
+class EnvelopeProtocol(WakeProtocol):
+    """The act-and-ack protocol honouring decision envelopes: :meth:`carry` carries a recorded envelope out
+    for a wake leased to ``worker_id`` and acks it with the envelope's receipt. Shared by
+    :class:`EnvelopeWorker` (the run loop) and the pull path's workers
+    (:class:`~engine.protocol.pull.ExternalAgents`), so an envelope has the same writes, receipt and
+    refusals whoever decided it. Calls on one instance are serialised by its caller (a cycle's account is
+    kept on the instance while it runs)."""
 
-    def __init__(self, book: RuntimeBook, worker_id: str, adapters: dict[str, AgentAdapter], *,
-                 lease_seconds: float = DEFAULT_LEASE_S, thresholds: DepthThresholds | None = None) -> None:
-        super().__init__(book, worker_id, adapters, lease_seconds=lease_seconds)
-        self.thresholds = thresholds or DepthThresholds()
-        self._said: _Said | None = None
-
-    # -- layers ---------------------------------------------------------------------------------------------
-
-    def classify(self, wake: Wake) -> dict[str, Any] | None:
-        """The wake's layer as its receipt records it (``depth`` and what decided it), or ``None`` for a wake
-        without signals (a full run). ``InvalidInput`` for signals that are not valid."""
-        signals = signals_of(wake.payload)
-        if signals is None:
-            return None
-        depth = wake_depth(signals, self.thresholds)
-        return {"depth": depth.label, "layer": int(depth), "signals": signals.model_dump(mode="json"),
-                "score": round(score(signals, self.thresholds), 6)}
-
-    def _run_wake(self, wake: Wake) -> Cycle:
-        started = self.world.clock.now_us()
-        adapter = self.adapters.get(wake.target_agent)
-        if adapter is None:
-            return super()._run_wake(wake)
-        recorded = self.book.recorded_decision(wake.wake_id)
-        try:
-            layer = self.classify(wake)
-        except InvalidInput as bad:
-            return self._ack_only(wake, _Said(Decision.NO_ACTION, Outcome.FAILED), bad.message, started)
-        if layer is not None and recorded is None:
-            if layer["depth"] == WakeDepth.MONITOR.label:
-                return self._ack_only(wake, _Said(Decision.NO_ACTION, Outcome.MONITORED, layer=layer),
-                                      f"passive monitor: score {layer['score']} under the check threshold", started)
-            if layer["depth"] == WakeDepth.CHECK.label:
-                stopped = self._check(wake, adapter, layer, started)
-                if stopped is not None:
-                    return stopped
-        elif layer is not None:
-            layer["checked"] = layer["depth"] == WakeDepth.CHECK.label  # a replay: its check said yes
-        if layer is not None:
-            layer["reached"] = WakeDepth.FULL.label
-        try:
-            agent, view = observe(self.world, wake)
-        except PolicyDenied as exc:
-            return self.deny(wake, exc.message, started)
-        if recorded is not None:
-            envelope = parse(recorded.decision)
-        else:
-            try:
-                envelope = decide(adapter, agent, view, wake)                                # decide
-            except InvalidInput as bad:
-                return self._ack_only(wake, _Said(Decision.NO_ACTION, Outcome.FAILED, layer=layer),
-                                      f"not a valid decision: {bad.message}", started)
-            first = self.book.record_decision(self.worker_id, wake.wake_id, agent.agent_id, envelope.recorded())
-            envelope = parse(first.decision)  # another worker's, if it decided first
-        return self._carry(wake, agent.agent_id, envelope, started, self.shown(view), layer)
-
-    def _check(self, wake: Wake, adapter: AgentAdapter, layer: dict[str, Any], started: int) -> Cycle | None:
-        """Layer 2: the adapter's cheap check; the wake's receipt if it stops here, ``None`` to go on."""
-        if not isinstance(adapter, CheckingAdapter):
-            layer["checked"] = False  # no check in this adapter: a full run
-            return None
-        try:
-            agent = self.world.get_agent(wake.target_agent, actor=wake.target_agent)  # rehydrate, re-checked
-        except PolicyDenied as exc:
-            return self.deny(wake, exc.message, started)
-        answer = adapter.check(agent, wake)
-        verdict = answer if isinstance(answer, WakeCheck) else WakeCheck(bool(answer))
-        layer["checked"] = True
-        layer["worth_acting"] = verdict.worth_acting
-        if verdict.worth_acting:
-            return None
-        layer["reached"] = WakeDepth.CHECK.label
-        return self._ack_only(wake, _Said(Decision.NO_ACTION, Outcome.NO_ACTION, layer=layer),
-                              f"lightweight check: not worth acting{': ' + verdict.reason if verdict.reason else ''}",
-                              started)
+    _said: _Said | None = None  # the cycle in progress's account (None: the protocol's own receipt)
 
     # -- outcomes -------------------------------------------------------------------------------------------
 
-    def _carry(self, wake: Wake, agent_id: str, envelope: DecisionEnvelope, started: int, shown: Shown,
-               layer: dict[str, Any] | None) -> Cycle:
+    def lower(self, wake: Wake, agent_id: str, envelope: DecisionEnvelope, now_us: int | None = None) -> Lowered:
+        """What ``envelope`` writes for ``wake`` of ``agent_id`` at ``now_us`` (default: now)
+        (:func:`~engine.runloop.envelope.lower`, its contracts read as the agent); ``InvalidInput`` for an
+        envelope the runtime refuses. Writes nothing."""
+        return lower(envelope, wake, agent_id, self.world.clock.now_us() if now_us is None else now_us,
+                     contracts_of(self.world.action_contract, agent_id, envelope), self.book.store.read)
+
+    def decided_at(self, wake_id: str) -> int | None:
+        """When ``wake_id``'s decision was recorded (world time; ``None``: it was not)."""
+        row = self.book.store.read.get("events", op_id=f"{wake_id}:decide")
+        return None if row is None else int(row["created_at_us"])
+
+    def carry(self, wake: Wake, agent_id: str, envelope: DecisionEnvelope, started: int, shown: Shown,
+              layer: dict[str, Any] | None = None) -> Cycle:
+        """Carry out ``envelope`` (recorded already) for ``wake`` as ``agent_id`` and ack it: today's decision
+        on a wake without a layer exactly as the protocol does (:meth:`act`); any other through
+        :meth:`lower` at the time the decision was recorded (so a replay's writes are the first attempt's:
+        a deferral's time, the requests of its operation ids), its writes planned with the receipt in the
+        wake's one batch, the receipt's ``payload`` adding ``envelope`` (and ``wake_layer``: ``layer``). An
+        envelope :meth:`lower` refuses is acked ``failed`` with nothing else written."""
         if envelope.legacy and layer is None:
             return self.act(wake, agent_id, envelope.as_agent_decision(), started, shown)  # today's cycle
         try:
-            lowered = lower(envelope, wake, agent_id, self.world.clock.now_us(),
-                            contracts_of(self.world.action_contract, agent_id, envelope), self.book.store.read)
+            lowered = self.lower(wake, agent_id, envelope, self.decided_at(wake.wake_id))
         except InvalidInput as bad:
             said = _Said(envelope.receipt_decision(), Outcome.FAILED, layer=layer,
                          envelope={"outcome": envelope.effective.value})
@@ -247,4 +210,85 @@ class EnvelopeWorker(Worker):
         return Cycle(wake=wake, decision=decided, receipt=receipt)
 
 
-__all__ = ["CheckingAdapter", "EnvelopeAdapter", "EnvelopeOutcome", "EnvelopeWorker", "WakeCheck", "decide"]
+class EnvelopeWorker(EnvelopeProtocol, Worker):
+    """A :class:`Worker` that honours decision envelopes and layered wakes (module docstring)."""
+
+    def __init__(self, book: RuntimeBook, worker_id: str, adapters: dict[str, AgentAdapter], *,
+                 lease_seconds: float = DEFAULT_LEASE_S, thresholds: DepthThresholds | None = None) -> None:
+        super().__init__(book, worker_id, adapters, lease_seconds=lease_seconds)
+        self.thresholds = thresholds or DepthThresholds()
+        self._said = None
+
+    # -- layers ---------------------------------------------------------------------------------------------
+
+    def classify(self, wake: Wake) -> dict[str, Any] | None:
+        """The wake's layer as its receipt records it (``depth`` and what decided it), or ``None`` for a wake
+        without signals (a full run). ``InvalidInput`` for signals that are not valid."""
+        signals = signals_of(wake.payload)
+        if signals is None:
+            return None
+        depth = wake_depth(signals, self.thresholds)
+        return {"depth": depth.label, "layer": int(depth), "signals": signals.model_dump(mode="json"),
+                "score": round(score(signals, self.thresholds), 6)}
+
+    def _run_wake(self, wake: Wake) -> Cycle:
+        started = self.world.clock.now_us()
+        adapter = self.adapters.get(wake.target_agent)
+        if adapter is None:
+            return super()._run_wake(wake)
+        recorded = self.book.recorded_decision(wake.wake_id)
+        try:
+            layer = self.classify(wake)
+        except InvalidInput as bad:
+            return self._ack_only(wake, _Said(Decision.NO_ACTION, Outcome.FAILED), bad.message, started)
+        if layer is not None and recorded is None:
+            if layer["depth"] == WakeDepth.MONITOR.label:
+                return self._ack_only(wake, _Said(Decision.NO_ACTION, Outcome.MONITORED, layer=layer),
+                                      f"passive monitor: score {layer['score']} under the check threshold", started)
+            if layer["depth"] == WakeDepth.CHECK.label:
+                stopped = self._check(wake, adapter, layer, started)
+                if stopped is not None:
+                    return stopped
+        elif layer is not None:
+            layer["checked"] = layer["depth"] == WakeDepth.CHECK.label  # a replay: its check said yes
+        if layer is not None:
+            layer["reached"] = WakeDepth.FULL.label
+        try:
+            agent, view = observe(self.world, wake)
+        except PolicyDenied as exc:
+            return self.deny(wake, exc.message, started)
+        if recorded is not None:
+            envelope = parse(recorded.decision)
+        else:
+            try:
+                envelope = decide(adapter, agent, view, wake)                                # decide
+            except InvalidInput as bad:
+                return self._ack_only(wake, _Said(Decision.NO_ACTION, Outcome.FAILED, layer=layer),
+                                      f"not a valid decision: {bad.message}", started)
+            first = self.book.record_decision(self.worker_id, wake.wake_id, agent.agent_id, envelope.recorded())
+            envelope = parse(first.decision)  # another worker's, if it decided first
+        return self.carry(wake, agent.agent_id, envelope, started, self.shown(view), layer)
+
+    def _check(self, wake: Wake, adapter: AgentAdapter, layer: dict[str, Any], started: int) -> Cycle | None:
+        """Layer 2: the adapter's cheap check; the wake's receipt if it stops here, ``None`` to go on."""
+        if not isinstance(adapter, CheckingAdapter):
+            layer["checked"] = False  # no check in this adapter: a full run
+            return None
+        try:
+            agent = self.world.get_agent(wake.target_agent, actor=wake.target_agent)  # rehydrate, re-checked
+        except PolicyDenied as exc:
+            return self.deny(wake, exc.message, started)
+        answer = adapter.check(agent, wake)
+        verdict = answer if isinstance(answer, WakeCheck) else WakeCheck(bool(answer))
+        layer["checked"] = True
+        layer["worth_acting"] = verdict.worth_acting
+        if verdict.worth_acting:
+            return None
+        layer["reached"] = WakeDepth.CHECK.label
+        return self._ack_only(wake, _Said(Decision.NO_ACTION, Outcome.NO_ACTION, layer=layer),
+                              f"lightweight check: not worth acting{': ' + verdict.reason if verdict.reason else ''}",
+                              started)
+
+
+__all__ = ["CheckingAdapter", "EnvelopeAdapter", "EnvelopeOutcome", "EnvelopeProtocol", "EnvelopeWorker", "WakeCheck",
+           "decide"]
