@@ -9,10 +9,19 @@ decisions) and runs each agent's wakes under a lease owned by that agent's *pull
 - :meth:`ExternalAgents.pull` claims only ``agent_id``'s most urgent due wake (never another agent's),
   rehydrates and projects exactly as :class:`~engine.protocol.worker.Worker` does, and returns
   :class:`Pulled`;
-- :meth:`ExternalAgents.decide` takes the agent's :class:`~engine.protocol.adapters.AgentDecision` for a
-  wake its pull worker holds (``WakeNotLeased`` otherwise), records it with the book before any effect,
-  applies the effects (operation ids ``<wake_id>:<n>``) and acks with the same code as the in-process
-  worker (:class:`~engine.protocol.worker.WakeProtocol`): receipts and traces have the same shape;
+- :meth:`ExternalAgents.decide` takes the agent's decision envelope
+  (:class:`~engine.runloop.envelope.DecisionEnvelope`: an outcome ``execute | draft | defer | refuse |
+  escalate | idle | cancel`` with its actions, approval, deferral or escalation; or today's
+  :class:`~engine.protocol.adapters.AgentDecision`, an envelope without an outcome) for a wake its pull
+  worker holds (``WakeNotLeased`` otherwise). It checks the envelope first as the run loop's worker would
+  carry it out (:meth:`~engine.runloop.worker.EnvelopeProtocol.lower`: a declared approval state the
+  actions contradict, a deferral not in the future, an escalation to a role nobody holds, reads naming a
+  key not shown): refused, it is ``InvalidInput`` with nothing recorded or written, and the agent may
+  decide again. Then it records the envelope (``envelope.recorded()``: today's spelling for today's
+  decision) with the book before any effect and carries it out with the same code as the in-process
+  worker (:class:`~engine.runloop.worker.EnvelopeProtocol`, which :class:`~engine.runloop.EnvelopeWorker`
+  uses): the same writes (as the agent, through the PDP; operation ids ``<wake_id>:<n>``), receipts with
+  the same outcome and ``payload.envelope``, traces of the same shape;
 - a retried decide (a lost response, a crash of the server mid-decide) replays: the recorded decision
   stands, the effects' operation ids return their stored results, and a finished wake answers its one
   receipt. A different decision for a wake already decided is ``OperationConflict`` and changes nothing;
@@ -31,16 +40,16 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationError
-
 from engine.errors import InvalidInput, OperationConflict, PolicyDenied, WakeNotLeased
 from engine.models.agents import Agent
 from engine.models.common import Model
 from engine.models.receipts import Receipt
 from engine.models.wakes import Wake, WakeStatus
 from engine.protocol.adapters import AgentDecision
-from engine.protocol.worker import DEFAULT_LEASE_S, Shown, WakeProtocol, observe
-from engine.validation import check_id, invalid_from
+from engine.protocol.worker import DEFAULT_LEASE_S, Shown, observe
+from engine.runloop.envelope import DecisionEnvelope, parse
+from engine.runloop.worker import EnvelopeProtocol
+from engine.validation import check_id
 from engine.world.book import RuntimeBook
 from engine.world.projection import WorldView
 from engine.world.read_set import ReadSetFence
@@ -70,21 +79,13 @@ def pull_worker_id(agent_id: str) -> str:
     return PULL_WORKER_PREFIX + hashlib.sha256(agent_id.encode()).hexdigest()
 
 
-def _decision_of(decision: AgentDecision | Mapping[str, Any]) -> AgentDecision:
-    """The decision as validated (a mapping is the JSON a transport received); bad input is ``InvalidInput``
-    naming the field under ``decision``."""
-    try:
-        raw = decision.model_dump(mode="json") if isinstance(decision, AgentDecision) else decision
-        if not isinstance(raw, Mapping):
-            raise InvalidInput("decision", f"must be an object, not {type(raw).__name__}")
-        return AgentDecision.model_validate(dict(raw))
-    except ValidationError as exc:
-        raise invalid_from(exc, "decision") from exc
+Decided = DecisionEnvelope | AgentDecision | Mapping[str, Any]
 
 
-def _same(recorded: Mapping[str, Any], decided: AgentDecision) -> bool:
-    """Whether a recorded decision is ``decided`` (both read as the current vocabulary)."""
-    return AgentDecision.model_validate(dict(recorded)).model_dump(mode="json") == decided.model_dump(mode="json")
+def _same(recorded: Mapping[str, Any], decided: DecisionEnvelope) -> bool:
+    """Whether a recorded decision is ``decided`` (both read as the current vocabulary, in their recorded
+    form)."""
+    return parse(recorded).recorded() == decided.recorded()
 
 
 class ExternalAgents:
@@ -96,7 +97,7 @@ class ExternalAgents:
         self.world = book.world
         self._lock = threading.Lock()
         self._agent_locks: dict[str, threading.Lock] = {}
-        self._protocols: dict[str, WakeProtocol] = {}
+        self._protocols: dict[str, EnvelopeProtocol] = {}
         self._shown: OrderedDict[str, Shown] = OrderedDict()
 
     def pull(self, agent_id: str, *, lease_seconds: float = DEFAULT_LEASE_S) -> Pulled | None:
@@ -122,18 +123,20 @@ class ExternalAgents:
                 shown = Shown.of(view)
                 recorded = self.book.recorded_decision(wake.wake_id)
                 if recorded is not None:  # decided by an earlier pull: carried out, never asked again
-                    protocol.act(wake, agent_id, AgentDecision.model_validate(recorded.decision), started, shown)
+                    protocol.carry(wake, agent_id, parse(recorded.decision), started, shown)
                     continue
                 self._keep(wake.wake_id, shown)
                 assert wake.lease_until_us is not None  # a claimed wake has a lease
                 return Pulled(wake=wake, agent=agent, view=view, lease_until_us=wake.lease_until_us)
         return None
 
-    def decide(self, agent_id: str, wake_id: str, decision: AgentDecision | Mapping[str, Any]) -> Receipt:
-        """Carry out ``agent_id``'s ``decision`` for ``wake_id`` and return the wake's receipt.
+    def decide(self, agent_id: str, wake_id: str, decision: Decided) -> Receipt:
+        """Carry out ``agent_id``'s ``decision`` (a decision envelope, today's decision, or their JSON) for
+        ``wake_id`` as the run loop's worker carries it out, and return the wake's receipt.
 
-        Refused with nothing written: bad input (``InvalidInput``; ``decision.reads`` naming a key the pull
-        did not show included); a wake that is not ``agent_id``'s or
+        Refused with nothing recorded or written: bad input (``InvalidInput``; not a valid envelope, an
+        envelope the runtime refuses, ``decision.reads`` naming a key the pull did not show included); a
+        wake that is not ``agent_id``'s or
         whose lease its pull worker does not hold unexpired (``WakeNotLeased``); a decision other than the
         one recorded for the wake (``OperationConflict``). A retry of the same decision replays: a finished
         wake answers its receipt, an unfinished one (still leased) completes without repeating an effect.
@@ -141,7 +144,9 @@ class ExternalAgents:
         retry (after the runtime follows the new epoch)."""
         check_id("agent_id", agent_id)
         check_id("wake_id", wake_id)
-        decided = _decision_of(decision)
+        if not isinstance(decision, DecisionEnvelope | AgentDecision | Mapping):
+            raise InvalidInput("decision", f"must be an object, not {type(decision).__name__}")
+        decided = parse(decision)  # a decision envelope (today's decision is one without an outcome)
         protocol = self.protocol(agent_id)
         with self._agent_lock(agent_id):
             wake = self._wake_of(agent_id, wake_id)
@@ -155,22 +160,26 @@ class ExternalAgents:
                 shown = self._shown_for(wake)
             except PolicyDenied as exc:  # the agent may no longer observe: answered as a worker would
                 return protocol.deny(wake, exc.message, wake.updated_at_us).receipt
-            if decided.effects:  # reads naming a key the pull did not show: refused before anything is recorded
+            # Checked before anything is recorded (refused: InvalidInput, the agent may decide again): the
+            # envelope as the worker lowers it (today's decision is carried out as ever, not lowered), and its
+            # reads. A replay (recorded before) is carried out as recorded, as the run loop's worker does.
+            lowered = protocol.lower(wake, agent_id, decided) if recorded is None and not decided.legacy else None
+            if (decided.actions if lowered is None else lowered.writes):  # reads naming a key not shown
                 (shown.read_fence or ReadSetFence(())).narrowed(decided.reads)
-            first = self.book.record_decision(protocol.worker_id, wake_id, agent_id, decided.model_dump(mode="json"))
+            first = self.book.record_decision(protocol.worker_id, wake_id, agent_id, decided.recorded())
             if not _same(first.decision, decided):  # another attempt recorded a different one in between
                 raise OperationConflict(f"{wake_id}:decide", "record_decision")
-            cycle = protocol.act(wake, agent_id, decided, wake.updated_at_us, shown)
+            cycle = protocol.carry(wake, agent_id, decided, wake.updated_at_us, shown)
             with self._lock:
                 self._shown.pop(wake_id, None)
             return cycle.receipt
 
-    def protocol(self, agent_id: str) -> WakeProtocol:
+    def protocol(self, agent_id: str) -> EnvelopeProtocol:
         """The act-and-ack protocol of ``agent_id``'s pull worker (its ``crash_before_ack`` is how
         simulations and crash tests stop a decide after its effects, before the ack)."""
         check_id("agent_id", agent_id)
         with self._lock:
-            return self._protocols.setdefault(agent_id, WakeProtocol(self.book, pull_worker_id(agent_id)))
+            return self._protocols.setdefault(agent_id, EnvelopeProtocol(self.book, pull_worker_id(agent_id)))
 
     # -- helpers ------------------------------------------------------------------------------------------------
 
