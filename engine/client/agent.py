@@ -3,8 +3,9 @@
 The server runs the rest exactly as for an in-process agent (``engine.protocol.pull``): the decision is
 recorded before any effect, the effects are applied with the wake's operation ids, the ack writes the
 receipt and the run's trace. A decision function takes the pulled context (``{"wake", "agent", "view",
-"lease_until_us"}``, JSON) and returns an ``AgentDecision`` as JSON (``{"decision": "act" | "no_action",
-"reason": ..., "effects": [...]}``), the same shape a ``CallableAdapter`` takes in process.
+"lease_until_us"}``, JSON) and returns a decision envelope (``{"outcome": "execute" | "draft" | "defer" |
+...}``, ``engine.runloop.envelope``) or an ``AgentDecision`` (``{"decision": "act" | "no_action", "reason":
+..., "effects": [...]}``) as JSON, the same shapes a ``CallableAdapter`` returns in process.
 """
 
 from __future__ import annotations

@@ -178,13 +178,14 @@ class Service:
         return self._external.pull(principal.agent_id, lease_seconds=float(lease))
 
     def decide(self, principal: TokenPrincipal, wake_id: str, arguments: dict[str, Any]) -> Receipt:
-        """Carry out the token's agent's decision for a wake it pulled; the wake's receipt."""
+        """Carry out the token's agent's decision (a decision envelope, or today's AgentDecision) for a wake it
+        pulled, as the run loop's worker carries it out; the wake's receipt (``engine.protocol.pull``)."""
         unknown = set(arguments) - {"decision"}
         if unknown or "decision" not in arguments:
             raise InvalidInput("decision", "send {\"arguments\": {\"decision\": {...}}} and nothing else")
         decision = arguments["decision"]
         if not isinstance(decision, dict):
-            raise InvalidInput("decision", "must be a JSON object (an AgentDecision)")
+            raise InvalidInput("decision", "must be a JSON object (a decision envelope, or an AgentDecision)")
         assert self._external is not None
         return self._external.decide(principal.agent_id, wake_id, decision)
 

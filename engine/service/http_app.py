@@ -9,7 +9,8 @@ token's agent is the principal of every call it makes. Routes:
 - ``POST /v1/world/{call}``: one World call (``engine.service.calls``): body ``{"arguments": {...}}``.
 - ``POST /v1/governance/{call}``: one governance call (``engine.service.governance``), the same way.
 - ``POST /v1/wakes/pull``: the token's agent's most urgent due wake, leased, with its projection (or null).
-- ``POST /v1/wakes/{wake_id}/decision``: the agent's decision for a wake it pulled; answers the receipt.
+- ``POST /v1/wakes/{wake_id}/decision``: the agent's decision (a decision envelope, or today's
+  ``AgentDecision``) for a wake it pulled; answers the receipt.
 
 Answers are ``{"result": ...}`` (JSON of the call's models). Errors are ``application/problem+json``
 (RFC 9457) with PMW's stable ``code``, the CLI's ``exit_code`` and the error's fields. A request body over
