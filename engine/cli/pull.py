@@ -28,7 +28,9 @@ def decide(
     ctx: typer.Context,
     wake_id: Annotated[str, typer.Argument(metavar="WAKE_ID", help="A wake you pulled.")],
     decision: Annotated[str, typer.Option("--decision", metavar="JSON", help=(
-        'The decision: {"decision": "act"|"no_action", "reason": "...", "effects": [...]}.'))],
+        'The decision: {"decision": "act"|"no_action", "reason": "...", "effects": [...], "reads": [...]}, '
+        'or a decision envelope: {"outcome": "execute|draft|defer|refuse|escalate|idle|cancel", ...} '
+        '(docs/decisions.md).'))],
 ) -> None:
     """Send the decision for a wake you pulled; prints its receipt. The runtime records the decision, applies
     its effects (each decided by the policy) and acks the wake; a retry answers the same receipt."""
