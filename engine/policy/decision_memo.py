@@ -25,6 +25,15 @@ and a log line (``pmw.policy``) says so once per epoch (a deployment not found i
 :data:`RESCAN_AFTER_S`). The scan is textual: a comment naming ``now()`` also turns the memo off (a false
 positive costs round trips, never a stale answer).
 
+**Keys without the resource id where no policy reads it.** The same scan finds, for each resource kind, whether
+the policies that may decide it (its resource policies, and every derived-role, principal, role, variable and
+constant file, which may apply to any kind) read the resource's id (``R.id``, ``request.resource.id``). For a
+kind whose policies never do, the answer cannot depend on the id, so the key leaves it out: a wake's claim, or
+its ack, is the same check for every wake of the same agent in the same state, answered once. A remembered
+decision is handed back with the asked resource's id. If any served file names ``R`` or ``request.resource``
+other than through ``.attr``, ``.id``, ``.kind``, ``.scope`` or ``.policyVersion`` (the resource as a whole:
+the scan cannot tell what is read), or cannot be parsed, every key keeps its id.
+
 Counters: ``hits`` (checks answered from memory), ``misses`` (checks sent to the PDP with the memo on),
 ``round_trips_saved`` (check requests answered wholly from memory), ``bypassed`` (checks sent to the PDP
 with the memo off).
@@ -41,6 +50,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import orjson
+import yaml
+from pydantic import Field
 
 from engine.models.common import Model
 from engine.policy.governance import POLICY_SUFFIXES
@@ -77,6 +88,8 @@ class EpochScan(Model):
     source: str  # what was scanned: a deployment directory (or "none")
     clock_reads: list[ClockRead]
     final: bool = True  # False: no deployment found (yet); looked for again after RESCAN_AFTER_S
+    #: resource kinds whose decisions cannot depend on the resource id (keyed without it)
+    id_free_kinds: list[str] = Field(default_factory=list)
 
 
 class MemoCounters(Model):
@@ -114,9 +127,45 @@ def clock_reads_in_dir(policy_dir: Path) -> list[ClockRead]:
     return found
 
 
+#: the resource's id read by a policy
+_ID_READ = re.compile(r"\b(?:R|request\.resource)\.id\b")
+#: the resource named other than through one of its fields: what is read of it cannot be told
+_WHOLE_RESOURCE = re.compile(r"\bR\b(?!\.(?:attr|id|kind|scope|policyVersion)\b)"
+                             r"|\brequest\.resource\b(?!\.(?:attr|id|kind|scope|policyVersion)\b)")
+
+
+def id_free_kinds_in_dir(policy_dir: Path) -> list[str]:
+    """The resource kinds of the policy files under ``policy_dir`` (test suites left out) whose decisions
+    cannot depend on the resource id (see the module docstring); empty when the scan cannot tell."""
+    reads_id: dict[str, bool] = {}
+    for path in sorted(p for p in policy_dir.rglob("*") if p.is_file() and p.suffix in POLICY_SUFFIXES):
+        if _is_test_file(path.relative_to(policy_dir)):
+            continue
+        text = path.read_text(errors="replace")
+        if _WHOLE_RESOURCE.search(text):
+            return []
+        try:
+            documents = [d for d in yaml.safe_load_all(text) if d is not None]
+        except yaml.YAMLError:
+            return []
+        kinds = [d["resourcePolicy"].get("resource") for d in documents
+                 if isinstance(d, dict) and isinstance(d.get("resourcePolicy"), dict)]
+        if any(not isinstance(k, str) or not k for k in kinds):
+            return []
+        uses_id = bool(_ID_READ.search(text))
+        if uses_id and len(kinds) < len(documents):  # read by a file that may decide any kind
+            return []
+        for kind in kinds:
+            reads_id[kind] = reads_id.get(kind, False) or uses_id
+    return sorted(kind for kind, uses in reads_id.items() if not uses)
+
+
 def scan_deployment(epoch: str, deployment: Path) -> EpochScan:
     """The scan of the deployed set ``deployment`` (the directory of ``epoch``)."""
-    return _verdict(epoch, f"deployment {deployment}", clock_reads_in_dir(deployment))
+    scanned = _verdict(epoch, f"deployment {deployment}", clock_reads_in_dir(deployment))
+    if not scanned.memoized:
+        return scanned
+    return scanned.model_copy(update={"id_free_kinds": id_free_kinds_in_dir(deployment)})
 
 
 def _verdict(epoch: str, source: str, reads: list[ClockRead]) -> EpochScan:
@@ -247,17 +296,20 @@ class DecisionMemo:
         enabled, generation = self._enabled(epoch)
         if not enabled:
             return self._bypass(asked, fetch)
+        id_free = self._id_free
         head = b"[" + orjson.dumps(epoch) + b"," + orjson.dumps(principal.model_dump(mode="json"),
                                                                option=orjson.OPT_SORT_KEYS) + b","
-        keys = [head + orjson.dumps(r.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS) + b","
-                + orjson.dumps(list(actions)) + b"]" for r, actions in asked]
+        keys = [head + orjson.dumps(r.model_dump(mode="json", exclude={"id"} if r.kind in id_free else None),
+                                    option=orjson.OPT_SORT_KEYS) + b"," + orjson.dumps(list(actions)) + b"]"
+                for r, actions in asked]
         out: list[Decision | None] = [None] * len(keys)
         with self._lock:
             for n, key in enumerate(keys):
                 found = self._decisions.get(key)
                 if found is not None:
                     self._decisions.move_to_end(key)
-                    out[n] = found
+                    wanted = asked[n][0].id
+                    out[n] = found if found.id == wanted else found.model_copy(update={"id": wanted})
             self.hits += sum(d is not None for d in out)
             missing = [n for n, d in enumerate(out) if d is None]
             self.round_trips_saved += not missing
@@ -274,6 +326,12 @@ class DecisionMemo:
                     self._decisions.popitem(last=False)
         return [d for d in out if d is not None]
 
+    @property
+    def _id_free(self) -> frozenset[str]:
+        """The kinds keyed without their id under the epoch seen (its scan's)."""
+        status = self._status
+        return frozenset(status.id_free_kinds) if status is not None and status.memoized else frozenset()
+
     def _bypass(self, asked: Asked, fetch: Fetch) -> list[Decision]:
         decisions = fetch(asked)
         with self._lock:
@@ -282,5 +340,5 @@ class DecisionMemo:
 
 
 __all__ = ["CLOCK_FUNCTIONS", "DEFAULT_CAPACITY", "RESCAN_AFTER_S", "ClockRead", "DecisionMemo", "EpochScan",
-           "MemoCounters", "Scanner", "clock_reads_in_dir", "clock_reads_in_text", "epoch_scanner", "scan_deployment",
-           "unscannable"]
+           "MemoCounters", "Scanner", "clock_reads_in_dir", "clock_reads_in_text", "epoch_scanner",
+           "id_free_kinds_in_dir", "scan_deployment", "unscannable"]

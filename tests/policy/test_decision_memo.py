@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from engine.errors import PMWError
 from engine.policy.cerbos_adapter import CerbosPdp
-from engine.policy.decision_memo import DecisionMemo, clock_reads_in_dir, scan_deployment
+from engine.policy.decision_memo import DecisionMemo, clock_reads_in_dir, id_free_kinds_in_dir, scan_deployment
 from engine.policy.enforcement import Check, PdpAuthorizer
 from engine.policy.governance import deploy
 from engine.policy.model import ACTIONS, Decision, PrincipalRef, ResourceRef
@@ -70,10 +70,12 @@ def memo_of(book: RuntimeBook) -> PdpAuthorizer:
 def objects_of(book: RuntimeBook) -> list[tuple[str, str, dict[str, Any] | None]]:
     """Every task, memory, handoff and agent of the world, as its row is now, plus two row-less kinds."""
     out: list[tuple[str, str, dict[str, Any] | None]] = []
-    for kind in ("task", "memory", "handoff", "agent"):
+    for kind in ("task", "memory", "handoff", "agent", "wake"):
         table, key = OBJECT_TABLES[kind]
         out += [(kind, str(row[key]), row) for row in book.store.read.rows(table, {})]
-    return [*out, ("tool", "deploy", None), ("state", "plan", None)]
+    # kinds keyed without their id (state) and one whose policy reads it (tool: "tool:<id>" capabilities)
+    return [*out, ("tool", "deploy", None), ("tool", "other", None), ("state", "plan", None),
+            ("state", "other", None)]
 
 
 def assert_memo_agrees(book: RuntimeBook, direct: PdpAuthorizer) -> None:
@@ -273,6 +275,50 @@ def test_the_scan_names_each_clock_function_and_skips_test_suites(tmp_path: Path
                                                              ("resources/a.yaml", 3, "now")]
     assert not scan_deployment("p-x", tmp_path).memoized
     assert scan_deployment("p-y", REPO / "policies").memoized  # the repository's set reads no clock
+
+
+def test_kinds_whose_policies_never_read_the_id_are_keyed_without_it(tmp_path: Path) -> None:
+    kinds = id_free_kinds_in_dir(REPO / "policies")
+    assert {"wake", "task", "state", "memory"} <= set(kinds) and "tool" not in kinds  # tool.yaml reads R.id
+
+    def scan(files: dict[str, str]) -> list[str]:
+        root = tmp_path / str(len(list(tmp_path.iterdir())))
+        for name, text in files.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text)
+        return id_free_kinds_in_dir(root)
+
+    a = "resourcePolicy:\n  resource: a\n  rules:\n  - expr: R.attr.x == 1\n"
+    b = "resourcePolicy:\n  resource: b\n  rules:\n  - expr: request.resource.id == P.id\n"
+    assert scan({"a.yaml": a, "b.yaml": b}) == ["a"]
+    assert scan({"a.yaml": a, "b_test.yaml": b.replace("resource: b", "resource: a")}) == ["a"]  # suites skipped
+    derived = "derivedRoles:\n  name: d\n  definitions:\n  - condition: {match: {expr: R.id != ''}}\n"
+    assert scan({"a.yaml": a, "d.yaml": derived}) == []  # a derived role may decide any kind
+    assert scan({"a.yaml": a.replace("R.attr.x == 1", "has(R) && R[\"attr\"].x == 1")}) == []  # the whole R
+    assert scan({"a.yaml": a, "c.yaml": "resourcePolicy: [unclosed\n"}) == []  # cannot parse: cannot tell
+
+
+def test_checks_that_differ_only_in_an_unread_id_are_answered_once(pdp_client: CerbosPdp, policy_deployment: Path,
+                                                                    tmp_path: Path) -> None:
+    """A wake's claim is the same check for every wake of one agent in one state; a tool's is not (its policy
+    reads the id): the memo's answers are the PDP's, with the asked resource's id."""
+    world, book = open_memo_world("sqlite://", pdp_client, policy_deployment.parent, tmp_path / "art")
+    try:
+        add_agent(world, "a", ["wake.enqueue", "tool:deploy"])
+        wakes = [world.enqueue_wake("gov", "a", "go", f"k-{n}").wake for n in range(3)]
+        direct = PdpAuthorizer(pdp_client, book.store.read, decision_memo=DecisionMemo(0))
+        memo = memo_of(book)
+        before = memo.decision_memo.counters()
+        checks = [Check("wake", w.wake_id, "claim", book.store.read.get("wakes", wake_id=w.wake_id)) for w in wakes]
+        tools = [Check("tool", t, "invoke", None) for t in ("deploy", "other")]
+        for one in [*checks, *tools]:
+            assert memo.decide("a", [one]) == direct.decide("a", [one])
+        after = memo.decision_memo.counters()
+        assert after.hits - before.hits == 2 and after.misses - before.misses == 3  # 1 wake + 2 tools asked
+        assert [d.id for d in memo.decide("a", checks)] == [w.wake_id for w in wakes]
+        assert [d.allowed("invoke") for d in memo.decide("a", tools)] == [True, False]
+    finally:
+        book.close()
 
 
 def test_the_memo_is_bounded_and_off_without_a_deployment_or_size(pdp_client: CerbosPdp) -> None:
