@@ -6,7 +6,8 @@ The rules, in the order they apply (hard-safety rules override the score, §3.4)
 1. An S3 side effect (irreversible or high-impact, §11) is ``FORCE_HUMAN_REVIEW`` in every state: a human
    reviews it before it runs, whatever the budget.
 2. Otherwise the *need* of the notice is the higher of its urgency (low 0, normal 1, high 2, critical 3) and
-   its risk (low 0, medium 1, high 2), and :data:`TABLE` gives the output for the state and the need: a
+   its risk (low 0, medium 1, high 2), and the table (governance's ``contracts/attention.yaml``, else
+   :data:`TABLE`) gives the output for the state and the need: a
    MEETING lets only high-need notices through as FULL_ALERT (§14), SLEEP only critical ones (its
    whitelist), DRIVING none (hard safety: never a full alert while driving), and UNKNOWN never the most
    intrusive output below critical (§15).
@@ -16,6 +17,7 @@ The rules, in the order they apply (hard-safety rules override the score, §3.4)
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from engine.attention.model import AttentionOutput, Budget, Interruptibility, Notice, Risk, Urgency
@@ -50,13 +52,15 @@ def need_of(notice: Notice) -> int:
     return max(_URGENCY[notice.urgency], _RISK[notice.risk])
 
 
-def decide(notice: Notice, state: Interruptibility, full_alerts_in_window: int, budget: Budget) -> Verdict:
+def decide(notice: Notice, state: Interruptibility, full_alerts_in_window: int, budget: Budget,
+           table: Mapping[Interruptibility, Sequence[AttentionOutput]] | None = None) -> Verdict:
     """The output for ``notice`` to a human in ``state`` who had ``full_alerts_in_window`` FULL_ALERTs in the
-    budget's window (see the module docstring for the rules)."""
+    budget's window (see the module docstring for the rules), by ``table`` (governance's
+    ``contracts/attention.yaml``, :mod:`engine.attention.table`; default :data:`TABLE`)."""
     if notice.side_effect == "S3":
         return Verdict(AttentionOutput.FORCE_HUMAN_REVIEW, (
             f"S3 side effect: a human reviews it before it runs, whatever the state ({state.value})",))
-    output = TABLE[state][need_of(notice)]
+    output = (TABLE if table is None else table)[state][need_of(notice)]
     reasons = [f"{state.value}, urgency {notice.urgency.value}, risk {notice.risk.value}: {output.value}"]
     if output is AttentionOutput.FULL_ALERT and full_alerts_in_window >= budget.full_alerts:
         spent = (f"attention budget spent: {full_alerts_in_window} of {budget.full_alerts} full alerts in the "

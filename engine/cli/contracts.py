@@ -16,8 +16,9 @@ ContractDir = Annotated[Path | None, typer.Option(
 
 @group.command("check")
 def check(ctx: typer.Context, directory: ContractDir = None) -> None:
-    """Validate every contract and retention.yaml; print what loaded, or the first problem as file:line: field
-    (exit 3). Reads files only: no world is opened."""
+    """Validate every contract, retention.yaml and attention.yaml; print what loaded, or the first problem as
+    file:line: field (exit 3). Reads files only: no world is opened."""
+    from engine.attention.table import ATTENTION_FILE, load_attention_table
     from engine.contracts.loader import DEFAULT_CONTRACT_DIR, load_contracts
     from engine.contracts.retention import load_retention
 
@@ -25,11 +26,13 @@ def check(ctx: typer.Context, directory: ContractDir = None) -> None:
         folder = directory or DEFAULT_CONTRACT_DIR
         book = load_contracts(folder)
         rules = load_retention(folder)
+        table = load_attention_table(folder)
         from engine.contracts.listing import ContractCheck
 
         run.show(ContractCheck(source=str(folder), contracts=sorted(book),
                                memory_retention_s={k.value: v for k, v in rules.memory.items()},
-                               artifact_retention_s=dict(rules.artifacts)))
+                               artifact_retention_s=dict(rules.artifacts),
+                               attention_table=str(folder / ATTENTION_FILE) if table is not None else "built-in"))
 
 
 @group.command("list")

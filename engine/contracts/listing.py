@@ -19,6 +19,7 @@ class ContractCheck(Model):
     contracts: list[str]
     memory_retention_s: dict[str, int]
     artifact_retention_s: dict[str, int]
+    attention_table: str = "built-in"  # where the attention broker's table comes from (attention.yaml, or built-in)
 
 
 __all__ = ["ContractCheck", "ContractSummary"]

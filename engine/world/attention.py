@@ -16,6 +16,7 @@ principals (:data:`engine.attention.HUMAN_ROLES`) are brokered: a notice for ano
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.attention.broker import decide
@@ -26,8 +27,10 @@ from engine.attention.model import (
     AttentionState,
     AttentionView,
     Budget,
+    Interruptibility,
     Notice,
 )
+from engine.attention.table import load_attention_table
 from engine.commands.attention import DECISION_EVENTS, NotifyHuman, SetAttentionState
 from engine.errors import InvalidInput
 from engine.policy.enforcement import Check
@@ -45,6 +48,15 @@ def decision_event(output: AttentionOutput) -> str:
 
 
 class AttentionCalls(WorldCore):
+    def _attention_table(self) -> Mapping[Interruptibility, Sequence[AttentionOutput]] | None:
+        """The broker's table this world decides by (the repository's ``contracts/attention.yaml``, read once;
+        ``None``: no file, the built-in table)."""
+        if not hasattr(self, "_attention_outputs"):
+            table = load_attention_table()
+            self._attention_outputs = table.outputs if table is not None else None
+        outputs: Mapping[Interruptibility, Sequence[AttentionOutput]] | None = self._attention_outputs
+        return outputs
+
     def set_attention_state(self, actor: str, human: str, state: str, *, full_alerts: int | None = None,
                             window_s: float | None = None, op_id: str | None = None,
                             cause: Cause | None = None) -> AttentionState:
@@ -78,7 +90,7 @@ class AttentionCalls(WorldCore):
             current = self._attention_state(req.human)
             alerts = self._alerts_since(req.human, now - round(current.budget.window_s * 1_000_000),
                                         current.budget.full_alerts)
-            verdict = decide(notice, current.state, alerts, current.budget)
+            verdict = decide(notice, current.state, alerts, current.budget, self._attention_table())
             decision = AttentionDecision(
                 decision_id=self.ids.new("att"), human=req.human, notice=notice, output=verdict.output,
                 reasons=list(verdict.reasons), state=current.state, full_alerts_in_window=alerts,
