@@ -37,8 +37,10 @@ def _adapters(agents: list[str]) -> dict[str, Any]:
     from engine.protocol.adapters import AgentDecision, RuleAgent, SetState
 
     def rule(agent: Any, view: Any, wake: Any) -> AgentDecision | None:
-        return AgentDecision(decision="act", effects=[SetState(key=f"n/{wake.wake_id}", expected_version=0,
-                                                               value=1)])
+        # the wake's own key: it rests on nothing the projection showed (reads=[]), so other workers' writes
+        # between its projection and its commit are no conflict
+        return AgentDecision(decision="act", reads=[], effects=[SetState(key=f"n/{wake.wake_id}", expected_version=0,
+                                                                         value=1)])
     return {a: RuleAgent([rule]) for a in agents}
 
 

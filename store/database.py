@@ -50,15 +50,15 @@ class DatabaseOptions:
     pg_idle_in_transaction_ms: int = 10_000
 
 
-def _session_options(url: URL, options: DatabaseOptions) -> URL:
-    """``url`` with our session settings added to its libpq ``options`` (what it names already kept: a
-    ``search_path`` among them)."""
+def _session_options(url: URL, options: DatabaseOptions) -> str | None:
+    """The libpq ``options`` of our pooled sessions: what ``url`` names (a ``search_path`` among them) and our
+    session settings (``None``: none to add). Passed as a connection argument, which replaces the URL's."""
     if options.pg_idle_in_transaction_ms <= 0:
-        return url
+        return None
     given = url.query.get("options", "")
     given = given if isinstance(given, str) else " ".join(given)
-    ours = f"-c idle_in_transaction_session_timeout={int(options.pg_idle_in_transaction_ms)}"
-    return url.update_query_dict({"options": f"{given} {ours}".strip()})
+    ours = f"-cidle_in_transaction_session_timeout={int(options.pg_idle_in_transaction_ms)}"
+    return f"{given} {ours}".strip()
 
 
 class Database:
@@ -78,8 +78,10 @@ class Database:
         elif backend in ("postgresql", "postgres"):
             self.dialect = "postgresql"
             self.in_memory = False
-            self.engine = create_engine(_session_options(parsed.set(drivername="postgresql+psycopg"), self.options),
-                                        pool_pre_ping=True, pool_size=5, max_overflow=10)
+            pg_url = parsed.set(drivername="postgresql+psycopg")
+            session = _session_options(pg_url, self.options)  # the URL itself unchanged (a LISTEN connection's too)
+            self.engine = create_engine(pg_url, pool_pre_ping=True, pool_size=5, max_overflow=10,
+                                        **({"connect_args": {"options": session}} if session else {}))
         else:
             raise InvalidInput("db_url", f"unsupported backend {backend!r}; use sqlite:/// or postgresql://")
         self._serial: threading.RLock | None = threading.RLock() if self.in_memory else None
