@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from engine.contracts.json_schema import SchemaProblem
 from engine.contracts.model import ActionContract, CompensationKind
 from engine.errors import ContractInvalid, NotFound, YamlRefused
-from engine.yaml_input import load_yaml, node_line
+from engine.yaml_input import YamlDocument, load_yaml, node_line
 
 #: The repository's contracts (governance edits them; a deployment may point elsewhere).
 DEFAULT_CONTRACT_DIR = Path(__file__).resolve().parents[2] / "contracts"
@@ -87,6 +87,18 @@ def load_contract_file(path: Path) -> tuple[ActionContract, yaml.Node]:
     return contract, node
 
 
+def read_data_file(path: Path) -> YamlDocument:
+    """A governance data file of this folder (``retention.yaml``, ``attention.yaml``) as parsed YAML, bounded
+    like a contract; unreadable, too large or bad YAML is ``ContractInvalid`` naming the file and line."""
+    try:
+        return load_yaml(path, max_bytes=MAX_CONTRACT_BYTES)
+    except YamlRefused as exc:
+        raise ContractInvalid(str(path), exc.line, "file", exc.reason) from exc
+    except (OSError, yaml.YAMLError) as exc:  # unreadable, or a YAML syntax error
+        mark = getattr(exc, "problem_mark", None)
+        raise ContractInvalid(str(path), mark.line + 1 if mark is not None else 0, "file", str(exc)[:500]) from exc
+
+
 def _parse(path: Path) -> tuple[Any, yaml.Node]:
     try:
         document = load_yaml(path, max_bytes=MAX_CONTRACT_BYTES)
@@ -142,4 +154,5 @@ def line_of(node: yaml.Node | None, loc: Sequence[str | int]) -> int:
     return node_line(node, loc) or 0
 
 
-__all__ = ["DEFAULT_CONTRACT_DIR", "ContractBook", "line_of", "load_contract_file", "load_contracts"]
+__all__ = ["DEFAULT_CONTRACT_DIR", "ContractBook", "line_of", "load_contract_file", "load_contracts",
+           "read_data_file"]

@@ -18,14 +18,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-import yaml
 from pydantic import Field, ValidationError
 
-from engine.contracts.loader import DEFAULT_CONTRACT_DIR, MAX_CONTRACT_BYTES, line_of
-from engine.errors import ContractInvalid, YamlRefused
+from engine.contracts.loader import DEFAULT_CONTRACT_DIR, line_of, read_data_file
+from engine.errors import ContractInvalid
 from engine.models.common import Model
 from engine.models.enums import EpistemicType
-from engine.yaml_input import load_yaml
 
 RETENTION_FILE = "retention.yaml"
 MAX_RETAIN_S = 100 * 365 * 86400
@@ -55,13 +53,7 @@ def load_retention(directory: Path = DEFAULT_CONTRACT_DIR) -> RetentionRules:
     path = directory / RETENTION_FILE
     if not path.is_file():
         return RetentionRules()
-    try:
-        document = load_yaml(path, max_bytes=MAX_CONTRACT_BYTES)
-    except YamlRefused as exc:
-        raise ContractInvalid(str(path), exc.line, "file", exc.reason) from exc
-    except (OSError, yaml.YAMLError) as exc:  # unreadable, or a YAML syntax error
-        mark = getattr(exc, "problem_mark", None)
-        raise ContractInvalid(str(path), mark.line + 1 if mark is not None else 0, "file", str(exc)[:500]) from exc
+    document = read_data_file(path)
     try:
         return RetentionRules.model_validate(document.data or {})
     except ValidationError as exc:
