@@ -52,7 +52,6 @@ from engine.runloop.worker import EnvelopeProtocol
 from engine.validation import check_id
 from engine.world.book import RuntimeBook
 from engine.world.projection import WorldView
-from engine.world.read_set import ReadSetFence
 
 PULL_WORKER_PREFIX = "pull:"
 MAX_PULL_SKIPS = 16  # wakes a pull may finish on its own (denied on rehydrate, already decided) before answering
@@ -165,7 +164,7 @@ class ExternalAgents:
             # reads. A replay (recorded before) is carried out as recorded, as the run loop's worker does.
             lowered = protocol.lower(wake, agent_id, decided) if recorded is None and not decided.legacy else None
             if (decided.actions if lowered is None else lowered.writes):  # reads naming a key not shown
-                (shown.read_fence or ReadSetFence(())).narrowed(decided.reads)
+                shown.fence_for(decided.reads)
             first = self.book.record_decision(protocol.worker_id, wake_id, agent_id, decided.recorded())
             if not _same(first.decision, decided):  # another attempt recorded a different one in between
                 raise OperationConflict(f"{wake_id}:decide", "record_decision")

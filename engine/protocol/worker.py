@@ -110,6 +110,11 @@ class Shown:
         token, fence = projection_fence(view.state, key=key)
         return cls(_retrieved(view), len(orjson.dumps(view.model_dump(mode="json"))), token, fence)
 
+    def fence_for(self, reads: list[str] | None) -> ReadSetFence | None:
+        """The fence of the part of this projection a decision says it rests on (``AgentDecision.reads``;
+        ``None``: all of it); ``InvalidInput`` for a key it did not show."""
+        return (self.read_fence or ReadSetFence(())).narrowed(reads)
+
 
 class WakeProtocol:
     """The act and receipt half of the protocol for wakes leased to ``worker_id``: carry a decision's effects
@@ -143,7 +148,7 @@ class WakeProtocol:
         with its lease running, checked in the commit's own transaction (:mod:`store.fences`)."""
         with self._fenced(wake):
             try:  # the part of the projection the decision says it rests on (``decided.reads``)
-                read_fence = (shown.read_fence or ReadSetFence(())).narrowed(decided.reads if decided.effects else [])
+                read_fence = shown.fence_for(decided.reads if decided.effects else [])
             except InvalidInput as bad:
                 verdicts = [EffectVerdict(e.effect) for e in decided.effects]
                 return self._refused(wake, decided, verdicts, 0, Outcome.FAILED, bad.message, started, shown,
