@@ -12,6 +12,14 @@ from engine.world import World
 from engine.world.projection import WorldView
 from tests.conftest import book_of
 
+#: a draft envelope: release notes as a draft memory, publishing asked of a governor
+PAYLOAD = {"env": "prod", "release": "1.2"}
+DRAFT: dict[str, Any] = {
+    "outcome": "draft", "reason": "release notes drafted; publishing needs a governor",
+    "actions": [{"effect": "store_memory", "content": "draft: release 1.2 notes", "epistemic_type": "hypothesis"}],
+    "approval": {"kind": "tool", "object_id": "publish", "payload": PAYLOAD},
+}
+
 
 class Scripted:
     """Answers its n-th wake with ``answers[n]`` (JSON: an envelope or today's decision); records what it saw."""

@@ -14,14 +14,7 @@ from engine.protocol.adapters import AgentDecision, HumanProxy, SetState
 from engine.runloop.envelope import MAX_DEFERRALS
 from engine.world import World
 from tests.conftest import add_agent, book_of
-from tests.envelope.support import ACK_ONLY, Scripted, changed_tables, counts, runner, wake
-
-PAYLOAD = {"env": "prod", "release": "1.2"}
-DRAFT: dict[str, Any] = {
-    "outcome": "draft", "reason": "release notes drafted; publishing needs a governor",
-    "actions": [{"effect": "store_memory", "content": "draft: release 1.2 notes", "epistemic_type": "hypothesis"}],
-    "approval": {"kind": "tool", "object_id": "publish", "payload": PAYLOAD},
-}
+from tests.envelope.support import ACK_ONLY, DRAFT, PAYLOAD, Scripted, changed_tables, counts, runner, wake
 
 
 @pytest.fixture

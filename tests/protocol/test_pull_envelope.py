@@ -23,15 +23,9 @@ from engine.runloop.envelope import DecisionEnvelope
 from engine.runloop.worker import EnvelopeWorker
 from engine.world import World
 from tests.conftest import add_agent, book_of
-from tests.envelope.support import Scripted
+from tests.envelope.support import DRAFT, PAYLOAD, Scripted
 
 CAPS = ["memory.write", "state.write", "tool:publish", "wake.enqueue", "task.create", "handoff.create"]
-PAYLOAD = {"env": "prod", "release": "1.2"}
-DRAFT: dict[str, Any] = {
-    "outcome": "draft", "reason": "release notes drafted; publishing needs a governor",
-    "actions": [{"effect": "store_memory", "content": "draft: release 1.2 notes", "epistemic_type": "hypothesis"}],
-    "approval": {"kind": "tool", "object_id": "publish", "payload": PAYLOAD},
-}
 
 
 @pytest.fixture
