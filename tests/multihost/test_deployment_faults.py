@@ -45,6 +45,7 @@ from tests.conftest import REPO
 from tests.multihost.hub import HubPostgres
 from tests.multihost.invariants import LeaseSpan, record_lease, step_violations, steps_of, wake_violations
 from tests.multihost.netns import Hosts
+from tests.multihost.support import controller_status, seat_workers
 from tests.pg_cluster import binaries_available
 
 CTL_LEASE_S = 1.5
@@ -149,10 +150,7 @@ class Deployment:
         return self.tmp / f"ctl{i}.json"
 
     def status(self, i: int) -> dict[str, Any]:
-        try:
-            return dict(json.loads(self.status_path(i).read_text()))
-        except (OSError, ValueError):
-            return {"leader": "none", "generation": None, "at": 0}
+        return controller_status(self.status_path(i))
 
     def live(self, i: int, state: str) -> bool:
         """Controller ``i`` reports ``state`` in a fresh report (a paused one reports nothing new)."""
@@ -387,11 +385,7 @@ def deployment(managed_pdp: ManagedPdp, policy_deployment: Path, tmp_path: Path
                 rt.book.bootstrap_governor("gov", "Governor", "t-gov")
                 world = rt.world
                 world.activate_session("term:t-gov")
-                for a in AGENTS:
-                    world.register_agent(a, a, "worker", f"t-{a}")
-                    world.activate_session(f"term:t-{a}")
-                    world.grant("gov", a, capabilities=["state.write"])
-                    world.subscribe("gov", f"feed/{a}", agent_id=a)
+                seat_workers(world, AGENTS, feeds=True)
                 dep = Deployment(hosts, pg, policy_deployment.parent, _quiet_rules(tmp_path), tmp_path)
                 try:
                     yield rt, dep, pg

@@ -5,7 +5,6 @@ more than one leader of one generation."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -21,6 +20,7 @@ from engine.policy.pdp_process import ManagedPdp
 from engine.runtime import Runtime
 from engine.settings import load_settings
 from tests.conftest import REPO
+from tests.multihost.support import controller_status
 
 LEASE_S = 1.5
 
@@ -43,10 +43,7 @@ class Controllers:
         return self.tmp / f"ctl{i}.json"
 
     def status(self, i: int) -> dict[str, Any]:
-        try:
-            return dict(json.loads(self.status_path(i).read_text()))
-        except (OSError, ValueError):
-            return {"leader": "none", "generation": None, "at": 0}
+        return controller_status(self.status_path(i))
 
     def leader(self, among: list[int], timeout_s: float = 60.0) -> int:
         deadline = time.monotonic() + timeout_s

@@ -23,6 +23,7 @@ from engine.world import World
 from tests.conftest import REPO
 from tests.multihost.hub import HubPostgres
 from tests.multihost.netns import Hosts
+from tests.multihost.support import seat_workers
 from tests.pg_cluster import binaries_available
 
 LEASE_S = 2.0
@@ -67,10 +68,7 @@ def test_a_cut_worker_host_loses_its_wake_to_the_other_host_and_nothing_runs_twi
         rt.book.bootstrap_governor("gov", "Governor", "t-gov")
         world = rt.world
         world.activate_session("term:t-gov")
-        for a in AGENTS:
-            world.register_agent(a, a, "worker", f"t-{a}")
-            world.activate_session(f"term:t-{a}")
-            world.grant("gov", a, capabilities=["state.write"])
+        seat_workers(world, AGENTS)
         try:
             for i in (1, 2):
                 home = tmp_path / f"host{i}"
