@@ -215,6 +215,7 @@ class DecisionMemo:
         self._scan_lock = threading.Lock()
         self._epoch: str | None = None
         self._status: EpochScan | None = None if self.active else self._off()
+        self._id_free: frozenset[str] = frozenset()  # the kinds keyed without their id (the epoch's scan)
         self._rescan_at = 0.0
         self._generation = 0
         self.hits = 0
@@ -249,6 +250,7 @@ class DecisionMemo:
         self._decisions.clear()
         self._epoch = epoch
         self._status = None
+        self._id_free = frozenset()
         self._generation += 1
 
     def _current(self, epoch: str) -> tuple[bool, int] | None:
@@ -278,6 +280,7 @@ class DecisionMemo:
                 if self._epoch != epoch:  # another epoch arrived meanwhile: this call bypasses
                     return False, -1
                 self._status = status
+                self._id_free = frozenset(status.id_free_kinds) if status.memoized else frozenset()
                 self._rescan_at = time.monotonic() + RESCAN_AFTER_S
                 generation = self._generation
         if status.memoized:
@@ -296,7 +299,7 @@ class DecisionMemo:
         enabled, generation = self._enabled(epoch)
         if not enabled:
             return self._bypass(asked, fetch)
-        id_free = self._id_free
+        id_free = self._id_free  # the kinds keyed without their id under the epoch seen (its scan's)
         head = b"[" + orjson.dumps(epoch) + b"," + orjson.dumps(principal.model_dump(mode="json"),
                                                                option=orjson.OPT_SORT_KEYS) + b","
         keys = [head + orjson.dumps(r.model_dump(mode="json", exclude={"id"} if r.kind in id_free else None),
@@ -325,12 +328,6 @@ class DecisionMemo:
                 while len(self._decisions) > self.capacity:
                     self._decisions.popitem(last=False)
         return [d for d in out if d is not None]
-
-    @property
-    def _id_free(self) -> frozenset[str]:
-        """The kinds keyed without their id under the epoch seen (its scan's)."""
-        status = self._status
-        return frozenset(status.id_free_kinds) if status is not None and status.memoized else frozenset()
 
     def _bypass(self, asked: Asked, fetch: Fetch) -> list[Decision]:
         decisions = fetch(asked)
