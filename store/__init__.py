@@ -27,6 +27,7 @@ from store.changes import Change, CommitOutcome, Insert, Provenance, StoredOpera
 from store.database import Database, DatabaseOptions, world_in_schema
 from store.fences import Fence, LeaderFence, WakeFence, fenced
 from store.gateway import (
+    BatchDecider,
     BatchRefused,
     ClaimDecider,
     CommitHook,
@@ -35,7 +36,6 @@ from store.gateway import (
     commit,
     commit_many,
     log_lock_held,
-    lookup_operation,
     release_lease,
     renew_lease,
     take_lease,
@@ -62,9 +62,11 @@ class Door:
         """This door's store's :meth:`Store.fenced`: commits through it inside the block are checked."""
         return self._store.fenced(fence)
 
-    def commit_many(self, requests: list[WriteRequest]) -> list[CommitOutcome]:
-        """Several requests in one transaction, all or nothing: see :func:`store.gateway.commit_many`."""
-        return commit_many(self._store._db, requests, self._store._hooks, undecided_ok=self._undecided_ok)
+    def commit_many(self, requests: list[WriteRequest], decide: BatchDecider | None = None) -> list[CommitOutcome]:
+        """Several requests in one transaction, all or nothing, ``decide``'s reads inside it: see
+        :func:`store.gateway.commit_many`."""
+        return commit_many(self._store._db, requests, self._store._hooks, undecided_ok=self._undecided_ok,
+                           decide=decide, within=self._store.read.within)
 
     def claim_wake(self, claim: WakeClaim, decide: ClaimDecider) -> CommitOutcome | None:
         """Lease the next due wake, decide it and append its event in one transaction (``None``: none due):
@@ -129,7 +131,7 @@ class Store:
         return current_version(self._db)
 
     def operation(self, op_id: str) -> StoredOperation | None:
-        return lookup_operation(self._db, op_id)
+        return self.read.operation(op_id)
 
     def on_commit(self, hook: CommitHook) -> None:
         """Call ``hook(request)`` after every successful commit in this process (wake signals)."""

@@ -372,6 +372,7 @@ class WakeClaim:
 #: statement changed, as the event records it): the event to append (``changes == [update]``), or raise.
 ClaimDecider = Callable[[dict[str, Any], Update], WriteRequest]
 ReadsWithin = Callable[[Any], AbstractContextManager[None]]
+BatchDecider = Callable[[list[WriteRequest]], list[WriteRequest]]
 
 
 @lru_cache(maxsize=256)
@@ -471,8 +472,7 @@ def _known_operations(cur: Any, dialect: str, op_ids: list[str]) -> dict[str, tu
 
 
 def _apply_many(tx: _Tx, requests: list[WriteRequest], *, undecided_ok: bool) -> list[CommitOutcome]:
-    """Every request of a batch on one transaction (see :func:`commit_many`)."""
-    check_fences(tx.db, tx.cur)  # a lease this thread writes under must still hold (store.fences)
+    """Every request of a batch on one transaction (see :func:`commit_many`); the fences checked already."""
     known = _known_operations(tx.cur, tx.dialect, [r.op_id for r in requests])
     outcomes: list[CommitOutcome] = []
     fresh: list[tuple[int, WriteRequest, list[Insert | Update]]] = []
@@ -505,9 +505,15 @@ def _apply_many(tx: _Tx, requests: list[WriteRequest], *, undecided_ok: bool) ->
 
 
 def commit_many(db: Database, requests: list[WriteRequest], hooks: tuple[CommitHook, ...] = (), *,
-                undecided_ok: bool = False) -> list[CommitOutcome]:
+                undecided_ok: bool = False, decide: BatchDecider | None = None,
+                within: ReadsWithin | None = None) -> list[CommitOutcome]:
     """Apply several requests in ONE transaction, all or nothing, in order: each is still its own event with
     its operation id, its epoch check and its ledger entry, exactly as :func:`commit` would write it.
+
+    ``decide(requests)``, if given, decides the batch inside that transaction, once the fences of this thread
+    hold (:mod:`store.fences`), its reads on the driver cursor running inside it (``within``), and returns the
+    requests as decided (their epoch set); anything it raises (a denial, no answer) rolls the transaction back
+    with nothing written. So the policy's answer and the commit see one state of the world.
 
     A request whose operation id is already in the ledger with the same request hash is answered from it
     (``replayed``) and writes nothing; the others are written. Any refusal of one request
@@ -519,7 +525,13 @@ def commit_many(db: Database, requests: list[WriteRequest], hooks: tuple[CommitH
     for attempt in range(2):
         try:
             with db.write_cursor() as cur:
-                outcomes = _apply_many(_Tx(db, cur), list(requests), undecided_ok=undecided_ok)
+                check_fences(db, cur)  # a lease this thread writes under must still hold (store.fences)
+                if decide is not None:
+                    with within(cur) if within is not None else nullcontext():
+                        decided = decide(list(requests))
+                else:
+                    decided = list(requests)
+                outcomes = _apply_many(_Tx(db, cur), decided, undecided_ok=undecided_ok)
             break
         except _DuplicateOperationError:  # a concurrent twin took an operation id after our look-up
             if attempt == 1:
@@ -528,7 +540,7 @@ def commit_many(db: Database, requests: list[WriteRequest], hooks: tuple[CommitH
             raise
         except (OverflowError, UnicodeEncodeError, orjson.JSONEncodeError, db.database_error, DatabaseError) as exc:
             raise _write_failure(db, exc, requests[0].command) from exc
-    for request, outcome in zip(requests, outcomes, strict=True):
+    for request, outcome in zip(decided, outcomes, strict=True):
         if not outcome.replayed:
             for hook in hooks:
                 hook(request)
@@ -598,6 +610,6 @@ def release_lease(db: Database, lease: Lease, now_us: int) -> bool:
                                                            "now": now_us}) is not None
 
 
-__all__ = ["LOG_LOCK_SQL", "BatchRefused", "ClaimDecider", "CommitHook", "WakeClaim", "claim_wake", "commit",
-           "commit_many", "log_lock_held", "lookup_operation", "release_lease", "renew_lease", "runtime_secret",
-           "take_lease"]
+__all__ = ["LOG_LOCK_SQL", "BatchDecider", "BatchRefused", "ClaimDecider", "CommitHook", "WakeClaim", "claim_wake",
+           "commit", "commit_many", "log_lock_held", "lookup_operation", "release_lease", "renew_lease",
+           "runtime_secret", "take_lease"]

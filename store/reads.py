@@ -39,6 +39,7 @@ from sqlalchemy.exc import DatabaseError
 
 from engine.errors import InvalidInput, StoreUnavailable
 from engine.policy.model import PlanFilter
+from store.changes import StoredOperation
 from store.database import Database, placeholder
 from store.plan_sql import plan_binding, plan_clause, table_of
 from store.schema import (
@@ -554,6 +555,27 @@ class Reader:
         if raw:
             return list(found)
         return [{name: decode(value) for (name, decode), value in zip(decoders, row, strict=True)} for row in found]
+
+    def operation(self, op_id: str) -> StoredOperation | None:
+        """The ledger entry for ``op_id`` (``None``: never committed), on the driver cursor: inside
+        :meth:`snapshot` or :meth:`within`, part of that transaction (a cycle's idempotency checks add none)."""
+        ph = placeholder(self._db.dialect, "o")
+        try:
+            with self._cursor() as cur:
+                cur.execute(f"SELECT op_id, command, request_hash, result, event_id FROM events WHERE op_id = {ph}",
+                            {"o": op_id})
+                found = cur.fetchone()
+        except (OverflowError, UnicodeEncodeError, self._db.database_error) as exc:
+            if (refused := self._refused(exc, "op_id")) is not None:
+                raise refused from exc
+            if not isinstance(exc, self._db.database_error):
+                raise
+            raise StoreUnavailable(str(exc)) from exc
+        if found is None:
+            return None
+        result = _json_text(found[3]) if self._db.dialect == "sqlite" else found[3]  # psycopg decodes json
+        return StoredOperation(op_id=found[0], command=found[1], request_hash=found[2], result=result,
+                               event_id=found[4])
 
     def principal_inputs(self, agent_id: str) -> tuple[Row | None, list[Row], list[str]]:
         """What a policy principal is built from, in one read on the driver cursor: the agent row, its

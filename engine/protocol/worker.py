@@ -189,7 +189,7 @@ class WakeProtocol:
         refs: list[str] = []
         spans: list[tuple[int, int]] = []  # the batch's writes of each effect
         refusal: tuple[int, PMWError] | None = None
-        with self.world.planning() as batch:
+        with self.world.reading(), self.world.planning() as batch:  # the plan's reads: one read transaction
             for index, effect in enumerate(decided.effects):
                 op_id = f"{wake.wake_id}:{index}"
                 first = len(batch)
@@ -350,10 +350,11 @@ class Worker(WakeProtocol):
             with self._fenced(wake):
                 return self._finish(wake, None, Outcome.FAILED, f"no adapter for {wake.target_agent}", started)
         try:
-            agent, view = observe(self.world, wake)
+            with self.world.reading():  # rehydrate, observe and the ledger: one read transaction
+                agent, view = observe(self.world, wake)
+                recorded = self.book.recorded_decision(wake.wake_id)  # a retried wake replays its decision
         except PolicyDenied as exc:
             return self.deny(wake, exc.message, started)
-        recorded = self.book.recorded_decision(wake.wake_id)  # a retried wake replays its decision
         if recorded is not None:
             decided = AgentDecision.model_validate(recorded.decision)
         else:

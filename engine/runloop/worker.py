@@ -236,11 +236,12 @@ class EnvelopeWorker(EnvelopeProtocol, Worker):
         adapter = self.adapters.get(wake.target_agent)
         if adapter is None:
             return super()._run_wake(wake)
-        recorded = self.book.recorded_decision(wake.wake_id)
         try:
             layer = self.classify(wake)
         except InvalidInput as bad:
             return self._ack_only(wake, _Said(Decision.NO_ACTION, Outcome.FAILED), bad.message, started)
+        # a wake without signals reads its ledger with its observation (one read transaction, below)
+        recorded = self.book.recorded_decision(wake.wake_id) if layer is not None else None
         if layer is not None and recorded is None:
             if layer["depth"] == WakeDepth.MONITOR.label:
                 return self._ack_only(wake, _Said(Decision.NO_ACTION, Outcome.MONITORED, layer=layer),
@@ -254,7 +255,10 @@ class EnvelopeWorker(EnvelopeProtocol, Worker):
         if layer is not None:
             layer["reached"] = WakeDepth.FULL.label
         try:
-            agent, view = observe(self.world, wake)
+            with self.world.reading():  # rehydrate, observe (and the ledger): one read transaction
+                agent, view = observe(self.world, wake)
+                if layer is None:
+                    recorded = self.book.recorded_decision(wake.wake_id)
         except PolicyDenied as exc:
             return self.deny(wake, exc.message, started)
         if recorded is not None:

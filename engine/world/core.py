@@ -149,6 +149,7 @@ class WorldCore:
         self._denials = denials
         self._op_ids = op_ids  # the agent-facing World's: engine.world.op_ids (None: the runtime's book)
         self._planning_now = threading.local()  # this thread's open PlannedBatch, if any
+        self._held = threading.local()  # denials noted inside this thread's open reading() block
 
     @property
     def clock(self) -> Clock:
@@ -231,9 +232,38 @@ class WorldCore:
         try:
             return self._policy.authorize(actor, checks)
         except PolicyDenied as denied:
-            if self._denials is not None:
-                self._denials(actor, command, denied)
+            self._record_denial(actor, command, denied)
             raise
+
+    def _record_denial(self, actor: str, command: str, denied: PolicyDenied) -> None:
+        """Record ``denied`` in the log (audit): at once, or inside :meth:`reading` when the block ends."""
+        if self._denials is None:
+            return
+        held: list[tuple[str, str, PolicyDenied]] | None = getattr(self._held, "denials", None)
+        if held is not None:
+            held.append((actor, command, denied))
+        else:
+            self._denials(actor, command, denied)
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Within this block (in this thread), this World's reads run in ONE read transaction
+        (:meth:`store.reads.Reader.snapshot`: one consistent view, one BEGIN), e.g. a cycle's rehydrate and
+        projection, or the planning of its effects and ack. A denial recorded by a call inside (its own
+        write: on a SQLite file nothing may write inside the read transaction) is recorded when the block
+        ends, also when it ends by raising. Nothing else may write inside it; nested, it adds nothing."""
+        if getattr(self._held, "denials", None) is not None:
+            yield
+            return
+        held: list[tuple[str, str, PolicyDenied]] = []
+        self._held.denials = held
+        try:
+            with self._store.read.snapshot():
+                yield
+        finally:
+            self._held.denials = None
+            for actor, command, denied in held:
+                self._record_denial(actor, command, denied)
 
     # -- planned batches ---------------------------------------------------------------------------
 
@@ -256,11 +286,13 @@ class WorldCore:
     def commit_planned(self, batch: PlannedBatch) -> list[CommitOutcome]:
         """Decide and commit ``batch`` (planned by this World) in one transaction, all or nothing.
 
-        All checks of the batch's writes go to the policy at once: one request per acting principal (and
-        task the principal acts for). A denied write commits nothing: :class:`PlannedDenied` names every
-        denied write (each denial is recorded, as a single write's is). Then the gateway commits every write
-        in one transaction (:func:`store.gateway.commit_many`: :class:`store.BatchRefused` names the write
-        that was refused and why; nothing was written). ``PolicyUnavailable`` leaves nothing written."""
+        All checks of the batch's writes go to the policy at once, inside the commit's own transaction (the
+        principal and resources read there: the answer and the commit see one state of the world): one
+        request per acting principal (and task the principal acts for). A denied write commits nothing:
+        :class:`PlannedDenied` names every denied write (each denial is recorded after the rollback, as a
+        single write's is). Then the gateway commits every write in that transaction
+        (:func:`store.gateway.commit_many`: :class:`store.BatchRefused` names the write that was refused and
+        why; nothing was written). ``PolicyUnavailable`` leaves nothing written."""
         if batch._owner is not self or batch._committed:
             raise InvalidInput("batch", "not an uncommitted batch planned by this world")
         writes = batch._writes
@@ -270,24 +302,30 @@ class WorldCore:
                 if not w.checks and self._policy.external:
                     raise PolicyUnavailable(f"{w.command}: a write with nothing to decide: refusing")
                 by_actor.setdefault(w.actor, []).extend((n, c) for c in w.checks)
-        denied: dict[int, PolicyDenied] = {}
-        epochs: set[str | None] = set()
-        for actor, asked in by_actor.items():
-            decisions = self._policy.decide(actor, [c for _, c in asked])
-            for (n, check), decision in zip(asked, decisions, strict=True):
-                epochs.add(decision.epoch)
-                if not decision.allowed(check.action) and n not in denied:
-                    denied[n] = PolicyDenied(actor, check.action, check.kind, check.id, decision.epoch)
-        if self._policy.external and by_actor and (None in epochs or len(epochs) != 1):
-            raise PolicyUnavailable(f"the PDP answered without one policy epoch ({sorted(map(str, epochs))})")
-        epoch = next(iter(epochs)) if len(epochs) == 1 else None
-        if denied:
-            for n, refusal in sorted(denied.items()):
-                if self._denials is not None:
-                    self._denials(writes[n].actor, writes[n].command, refusal)
-            raise PlannedDenied(denied, epoch)
-        requests = [dataclasses.replace(w.request, policy_epoch=epoch) if w.decided else w.request for w in writes]
-        outcomes = self._door.commit_many(requests)
+
+        def decide(requests: list[WriteRequest]) -> list[WriteRequest]:
+            denied: dict[int, PolicyDenied] = {}
+            epochs: set[str | None] = set()
+            for actor, asked in by_actor.items():
+                decisions = self._policy.decide(actor, [c for _, c in asked])
+                for (n, check), decision in zip(asked, decisions, strict=True):
+                    epochs.add(decision.epoch)
+                    if not decision.allowed(check.action) and n not in denied:
+                        denied[n] = PolicyDenied(actor, check.action, check.kind, check.id, decision.epoch)
+            if self._policy.external and by_actor and (None in epochs or len(epochs) != 1):
+                raise PolicyUnavailable(f"the PDP answered without one policy epoch ({sorted(map(str, epochs))})")
+            epoch = next(iter(epochs)) if len(epochs) == 1 else None
+            if denied:
+                raise PlannedDenied(denied, epoch)
+            return [dataclasses.replace(r, policy_epoch=epoch) if w.decided else r
+                    for w, r in zip(writes, requests, strict=True)]
+
+        try:
+            outcomes = self._door.commit_many([w.request for w in writes], decide)
+        except PlannedDenied as refused:  # rolled back: each denial recorded now, its own write
+            for n, refusal in sorted(refused.denied.items()):
+                self._record_denial(writes[n].actor, writes[n].command, refusal)
+            raise
         batch._committed = True
         return outcomes
 
@@ -311,19 +349,22 @@ class WorldCore:
 
     def _write(self, command: str, actor: str, request: BaseModel, plan: Callable[[int], Plan],
                result_type: type[R], *, op_id: str | None, cause: Cause | None,
-               event_id: str | None = None, decided: bool = True, caller: str | None = None) -> R:
+               event_id: str | None = None, decided: bool = True, caller: str | None = None,
+               ledger_first: bool = True) -> R:
         """Validate identity, dedupe by operation id, plan at ``now``, ask the policy, and commit through
         this World's door. ``decided=False`` skips the policy: only the runtime's book does that (the first
         governor's bootstrap, epochs, denial records, revocations, recorded decisions, controller steps),
         and the gateway refuses an undecided write through any other door. ``caller``: who the request named
-        as acting, when ``actor`` was derived from it (the operation's identity is the request as asked)."""
+        as acting, when ``actor`` was derived from it (the operation's identity is the request as asked).
+        ``ledger_first=False``: no ledger read before planning, for a write whose plan reads nothing and
+        decides nothing (a retry is answered by the gateway's unique operation id instead, one read fewer)."""
         check_id("actor", actor)
         if op_id is not None and self._op_ids is not None and (
                 refusal := self._op_ids(actor, check_id("op_id", op_id), command)) is not None:
             raise InvalidInput("op_id", refusal)
         identity = caller if caller is not None else actor
         digest = request_hash(command, identity, request)
-        if (stored := self._replayed(command, identity, request, result_type, op_id)) is not None:
+        if ledger_first and (stored := self._replayed(command, identity, request, result_type, op_id)) is not None:
             return stored
         now = self.clock.now_us()
         p = plan(now)

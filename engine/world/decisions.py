@@ -24,10 +24,11 @@ class DecisionCalls(WorldCore):
         PDP (the effects that follow are)."""
         check_id("worker", worker)
         req = build(DecisionRecord, wake_id=wake_id, agent_id=agent_id, decision=decision)
-        try:  # one ledger read: the write's own operation-id check
+        try:  # no ledger read: the write's unique operation id answers a retry (the plan reads nothing)
             return self._write("record_decision", worker, req,
                                lambda now: Plan("agent.decided", "wake", wake_id, req, payload=req.decision),
-                               DecisionRecord, op_id=f"{wake_id}:decide", cause=None, decided=False)
+                               DecisionRecord, op_id=f"{wake_id}:decide", cause=None, decided=False,
+                               ledger_first=False)
         except OperationConflict:  # another attempt at this wake (another worker) decided already: that stands
             first = self.recorded_decision(req.wake_id)
             if first is None:

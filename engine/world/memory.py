@@ -176,8 +176,7 @@ class MemoryCalls(WorldCore):
         if read.allowed("read") or glass.allowed("break_glass"):
             return
         denied = PolicyDenied(actor, action, "memory", memory_id, read.epoch)
-        if self._denials is not None:
-            self._denials(actor, command, denied)
+        self._record_denial(actor, command, denied)
         raise denied
 
     def _can_see(self, actor: str, mem: Memory) -> bool:

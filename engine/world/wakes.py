@@ -236,9 +236,9 @@ class WakeCalls(WorldCore):
         try:
             outcome = self._door.claim_wake(lease, decide)
         except PolicyDenied:
-            if denied and self._denials is not None:  # recorded after the rollback: its own write
+            if denied:  # recorded after the rollback: its own write
                 actor, refusal = denied[-1]
-                self._denials(actor, "claim_wake", refusal)
+                self._record_denial(actor, "claim_wake", refusal)
             raise
         return None if outcome is None else Wake.model_validate(outcome.result)
 

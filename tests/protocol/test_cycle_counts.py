@@ -5,7 +5,9 @@ the real PDP. Run with ``-s`` to see the table:
     .venv/bin/python -m pytest tests/protocol/test_cycle_counts.py -q -s -p no:cacheprovider
 
 Asserted: a cycle makes exactly three write transactions (the claim; the decision record; the effects, the
-receipt, the trace and the ack), and the checks of the effects and of the ack go to the PDP in one request.
+receipt, the trace and the ack, decided inside that transaction) and two read transactions (rehydrate, observe
+and the ledger; the plan of the effects and the ack), and the checks of the effects and of the ack go to the
+PDP in one request.
 """
 
 from __future__ import annotations
@@ -95,4 +97,5 @@ def test_a_cycle_is_three_write_transactions_and_one_check_for_effects_and_ack(t
     print("\nper cycle (one effect, SQLite file, real PDP):",
           ", ".join(f"{k} {v:.1f}" for k, v in mean.items()))
     assert {c["write_tx"] for c in per_cycle} == {3}  # claim; decision record; effects + receipt + trace + ack
+    assert {c["read_tx"] for c in per_cycle} == {2}  # rehydrate + observe + ledger; the plan of effects and ack
     assert mean["pdp_check"] >= 1 and mean["statements"] > 0

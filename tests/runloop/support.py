@@ -12,12 +12,13 @@ from tests.conftest import add_agent, book_of
 
 
 def relay(out_key: str) -> RuleAgent:
-    """An agent that, whenever woken, bumps ``out_key`` (whoever follows that key is woken next)."""
+    """An agent that, whenever woken, bumps ``out_key`` (whoever follows that key is woken next). Its decision
+    rests on ``out_key`` alone (``reads``): another agent's writes landing meanwhile do not refuse it."""
     def rule(agent: Agent, view: WorldView, wake: Wake) -> AgentDecision | None:
         entry = next((s for s in view.state if s.key == out_key), None)
         version, value = (entry.version, entry.value) if entry else (0, 0)
-        return AgentDecision(decision="act", effects=[SetState(key=out_key, expected_version=version,
-                                                               value=int(value) + 1)])
+        return AgentDecision(decision="act", reads=[out_key] if entry else [],
+                             effects=[SetState(key=out_key, expected_version=version, value=int(value) + 1)])
     return RuleAgent([rule])
 
 

@@ -20,7 +20,7 @@ from tests.conftest import add_agent, close_world, open_local_world
 DM = "for bob only 0d1e"
 #: Public World calls that are no read of the world's objects (the policy epoch's name is public; a planned
 #: batch's writes are each a command with its own actor).
-NOT_READS = {"execute", "current_policy_epoch", "planning", "commit_planned"}
+NOT_READS = {"execute", "current_policy_epoch", "planning", "commit_planned", "reading"}
 
 
 def _dm(world: World) -> None:
