@@ -333,7 +333,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         if args.statements:
             out["statement_shapes_per_cycle"] = shapes(work_bench, cycles, args.statements)
         if args.profile:
-            out["profile"] = profile(cycles, args.profile)
+            out["profile"] = profile(cycles, args.profile, args.profile_out)
     finally:
         for bench in benches:
             bench.book.close()
@@ -366,10 +366,10 @@ _GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-def profile(cycles: Cycles, n: int) -> dict[str, Any]:
-    """Run ``n`` cycles under cProfile (no SQL counters) and sum each function's own time by group. The
-    profiler inflates Python-heavy groups (each Python call pays for it): read the shares as an upper bound
-    for Python and a lower bound for waits."""
+def profile(cycles: Cycles, n: int, dump: Path | None = None) -> dict[str, Any]:
+    """Run ``n`` cycles under cProfile (no SQL counters) and sum each function's own time by group (``dump``:
+    also write the raw statistics there, for ``python -m pstats``). The profiler inflates Python-heavy groups
+    (each Python call pays for it): read the shares as an upper bound for Python and a lower bound for waits."""
     cycles.enqueue(n)
     prof = cProfile.Profile()
     t0 = time.perf_counter()
@@ -377,6 +377,8 @@ def profile(cycles: Cycles, n: int) -> dict[str, Any]:
     cycles.run(n)()
     prof.disable()
     wall = time.perf_counter() - t0
+    if dump is not None:
+        prof.dump_stats(dump)
     stats: Any = pstats.Stats(prof)
     groups: dict[str, float] = {name: 0.0 for name, _ in _GROUPS}
     groups["other (stdlib, threading, ...)"] = 0.0
@@ -455,6 +457,8 @@ def main() -> None:
     parser.add_argument("--statements", type=int, default=0, metavar="N",
                         help="also list the statements of N cycles by shape")
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="also profile N cycles (cProfile)")
+    parser.add_argument("--profile-out", type=Path, default=None, metavar="FILE",
+                        help="with --profile: write the raw cProfile statistics to FILE (python -m pstats FILE)")
     parser.add_argument("--quick", action="store_true", help="CI-sized: 2 rounds x 10 (+5) cycles, 4 agents")
     parser.add_argument("--json", type=Path, help="also write every figure as JSON to this file")
     args = parser.parse_args()

@@ -158,6 +158,7 @@ class _Tx:
         self.db = db
         self.dialect = db.dialect
         self.cur = cursor
+        self._current_epoch: tuple[str | None] | None = None  # SQLite: read once (no other writer runs)
 
     def _is_fk_violation(self, exc: Exception) -> bool:
         return getattr(exc, "sqlstate", None) == "23503" or "FOREIGN KEY" in str(exc).upper()
@@ -209,13 +210,20 @@ class _Tx:
     def check_epoch(self, request: WriteRequest, *, undecided_ok: bool) -> None:
         """A decided write commits only while the epoch it was decided under is still the current one; a write
         with no decision commits only through the runtime's door (``undecided_ok``) or, with no PDP, in a world
-        that no policy epoch has ever governed (the store's own tests, single-user embedded use)."""
-        self.cur.execute("SELECT epoch FROM policy_activations ORDER BY ordinal DESC LIMIT 1")
-        row = self.cur.fetchone()
-        if row is None:  # a world activated only before migration 6
-            self.cur.execute("SELECT epoch FROM policy_epochs ORDER BY activated_at_us DESC, epoch DESC LIMIT 1")
+        that no policy epoch has ever governed (the store's own tests, single-user embedded use). On SQLite the
+        epoch is read once per transaction (it holds the one write lock: nothing can activate meanwhile); on
+        PostgreSQL every check reads it."""
+        if self._current_epoch is not None:
+            current = self._current_epoch[0]
+        else:
+            self.cur.execute("SELECT epoch FROM policy_activations ORDER BY ordinal DESC LIMIT 1")
             row = self.cur.fetchone()
-        current = row[0] if row is not None else None
+            if row is None:  # a world activated only before migration 6
+                self.cur.execute("SELECT epoch FROM policy_epochs ORDER BY activated_at_us DESC, epoch DESC LIMIT 1")
+                row = self.cur.fetchone()
+            current = row[0] if row is not None else None
+            if self.dialect == "sqlite":
+                self._current_epoch = (current,)
         if request.policy_epoch is None:
             if undecided_ok or current is None:
                 return
@@ -246,6 +254,8 @@ class _Tx:
 
     def _apply_changes(self, changes: list[Insert | Update]) -> None:
         for change in changes:
+            if change.table in ("policy_activations", "policy_epochs"):
+                self._current_epoch = None  # this transaction moves the epoch: the next check reads it again
             if isinstance(change, Insert):
                 self.insert(change)
             else:

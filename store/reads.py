@@ -168,7 +168,8 @@ class Reader:
         so the block adds nothing; nor on an in-memory SQLite database (one connection that every read of
         the query builder shares too: each read stays a transaction of its own there). Nothing may write
         in this thread inside the block (on a SQLite file the thread's reads and writes share one
-        connection)."""
+        connection). Inside the block the principal's inputs and the current epoch are read once each (per
+        agent): the snapshot cannot change under the block."""
         if getattr(self._inside, "cursor", None) is not None or self._db.in_memory:
             yield
             return
@@ -177,10 +178,12 @@ class Reader:
                 if self._db.dialect == "postgresql":
                     cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 self._inside.cursor = cur
+                self._inside.memo = {}  # what the block read already: the snapshot cannot change under it
                 try:
                     yield
                 finally:
                     self._inside.cursor = None
+                    self._inside.memo = None
         except self._db.database_error as exc:
             raise StoreUnavailable(str(exc)) from exc
 
@@ -358,6 +361,15 @@ class Reader:
         """The policy epoch writes are decided under now (the last activation's), if any: ``epoch``,
         ``activated_at_us``, ``activated_by``, ``source`` (and ``ordinal``). A world activated only before
         migration 6 answers from ``policy_epochs``."""
+        memo: dict[Any, Any] | None = getattr(self._inside, "memo", None)
+        if memo is not None:
+            if "epoch" not in memo:
+                memo["epoch"] = self._current_policy_epoch()
+            found = memo["epoch"]
+            return None if found is None else dict(found)
+        return self._current_policy_epoch()
+
+    def _current_policy_epoch(self) -> Row | None:
         try:
             with self._cursor() as cur:
                 cur.execute(_CURRENT_ACTIVATION)
@@ -580,6 +592,15 @@ class Reader:
     def principal_inputs(self, agent_id: str) -> tuple[Row | None, list[Row], list[str]]:
         """What a policy principal is built from, in one read on the driver cursor: the agent row, its
         accepted handoffs (task id and authority scope) and the rooms it is an active member of."""
+        memo: dict[Any, Any] | None = getattr(self._inside, "memo", None)
+        if memo is None:
+            return self._principal_inputs(agent_id)
+        if (at := ("principal", agent_id)) not in memo:
+            memo[at] = self._principal_inputs(agent_id)
+        agent, handoffs, rooms = memo[at]  # copies: a caller may build on them
+        return (None if agent is None else dict(agent)), [dict(h) for h in handoffs], list(rooms)
+
+    def _principal_inputs(self, agent_id: str) -> tuple[Row | None, list[Row], list[str]]:
         ph = placeholder(self._db.dialect, "a")
         try:
             with self._cursor() as cur:

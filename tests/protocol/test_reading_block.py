@@ -59,12 +59,28 @@ def test_reads_inside_the_block_share_one_transaction(tmp_path: Path, pdp_client
         with world.reading():
             agent = world.get_agent("alice", actor="alice")
             entry = world.get_state("k", actor="alice")
-        inside = _begins(statements)
+        inside = list(statements)
     finally:
         close_world(world)
     assert agent.agent_id == "alice" and entry is not None and entry.value == 1
     assert outside >= 2
-    assert inside == ["BEGIN"]  # one read transaction for both reads and their principals
+    assert _begins(inside) == ["BEGIN"]  # one read transaction for both reads and their principals
+    assert sum(s.startswith("SELECT agent_id, role_id") for s in inside) == 1  # the principal read once
+
+
+def test_the_principal_read_once_in_a_block_is_handed_out_as_copies(tmp_path: Path, pdp_client: CerbosPdp) -> None:
+    world, _ = _traced(tmp_path, pdp_client)
+    read = book_of(world).store.read
+    try:
+        with world.reading():
+            first, _, rooms = read.principal_inputs("alice")
+            assert first is not None
+            first["status"] = "changed by a caller"
+            rooms.append("r-planted")
+            again, _, rooms_again = read.principal_inputs("alice")
+    finally:
+        close_world(world)
+    assert again is not None and again["status"] != "changed by a caller" and "r-planted" not in rooms_again
 
 
 def test_a_denial_inside_the_block_is_recorded_when_it_ends(tmp_path: Path, pdp_client: CerbosPdp) -> None:
