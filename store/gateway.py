@@ -48,7 +48,7 @@ from functools import lru_cache
 from typing import Any
 
 import orjson
-from sqlalchemy import JSON, Boolean, select
+from sqlalchemy import JSON, Boolean
 from sqlalchemy.exc import DatabaseError
 
 from engine.errors import (
@@ -66,8 +66,8 @@ from store.changes import CommitOutcome, Insert, Provenance, StoredOperation, Up
 from store.database import Database, placeholder
 from store.fences import check_fences
 from store.leases import LEASE_COLUMNS, Lease
-from store.reads import decoded
-from store.schema import CREDENTIAL_COLUMNS, TABLES, events, primary_key, wakes
+from store.reads import Reader, decoded
+from store.schema import CREDENTIAL_COLUMNS, TABLES, primary_key, wakes
 
 CommitHook = Callable[[WriteRequest], None]
 
@@ -283,21 +283,9 @@ def _provenance_row(request: WriteRequest, edge: Provenance) -> Insert:
 
 
 def lookup_operation(db: Database, op_id: str) -> StoredOperation | None:
-    """The ledger entry for ``op_id``, if that operation was ever committed."""
-    try:
-        with db.read() as conn:
-            row = conn.execute(select(events.c.op_id, events.c.command, events.c.request_hash, events.c.result,
-                                      events.c.event_id).where(events.c.op_id == op_id)).mappings().first()
-    except (OverflowError, UnicodeEncodeError) as exc:
-        raise InvalidInput("op_id", db.value_refused(exc) or str(exc)) from exc
-    except DatabaseError as exc:
-        if (refused := db.value_refused(exc)) is not None:
-            raise InvalidInput("op_id", refused) from exc
-        raise StoreUnavailable(str(exc.orig)) from exc
-    if row is None:
-        return None
-    return StoredOperation(op_id=row["op_id"], command=row["command"], request_hash=row["request_hash"],
-                           result=row["result"], event_id=row["event_id"])
+    """The ledger entry for ``op_id``, if that operation was ever committed (:meth:`store.reads.Reader.operation`,
+    in a read transaction of its own)."""
+    return Reader(db).operation(op_id)
 
 
 def _replay(db: Database, request: WriteRequest) -> CommitOutcome:

@@ -203,6 +203,20 @@ class Reader:
             cur.close()
 
     @contextmanager
+    def _driver_read(self, field: str) -> Iterator[Any]:
+        """:meth:`_cursor`, with what a failed read is to its caller: ``InvalidInput`` on ``field`` for a value
+        the database refused (a string it cannot hold, an integer out of range), else ``StoreUnavailable``."""
+        try:
+            with self._cursor() as cur:
+                yield cur
+        except (OverflowError, UnicodeEncodeError, self._db.database_error) as exc:
+            if (refused := self._refused(exc, field)) is not None:
+                raise refused from exc
+            if not isinstance(exc, self._db.database_error):
+                raise
+            raise StoreUnavailable(str(exc)) from exc
+
+    @contextmanager
     def pending_rows(self) -> Iterator[None]:
         """Within this block (in this thread), :meth:`get` by primary key answers rows that writes planned
         in the block insert or update (:meth:`add_pending`) as they will be once committed: the later writes
@@ -263,16 +277,9 @@ class Reader:
                 pending[at] = (True, values)
             return dict(values)
         sql, decoders = self._get_sql(table, tuple(key))
-        try:
-            with self._cursor() as cur:
-                cur.execute(sql, key)
-                found = cur.fetchone()
-        except (OverflowError, UnicodeEncodeError, self._db.database_error) as exc:
-            if (refused := self._refused(exc, ".".join(key) or table)) is not None:
-                raise refused from exc
-            if not isinstance(exc, self._db.database_error):
-                raise
-            raise StoreUnavailable(str(exc)) from exc
+        with self._driver_read(".".join(key) or table) as cur:
+            cur.execute(sql, key)
+            found = cur.fetchone()
         if found is None:
             return None
         return {name: decode(value) for (name, decode), value in zip(decoders, found, strict=True)}
@@ -411,16 +418,9 @@ class Reader:
             constants = {k: v for k, v in compiled.params.items() if k not in values}  # the statement's own
             cached = self._driver_sql[name] = (str(compiled), constants)
         sql, constants = cached
-        try:
-            with self._cursor() as cur:
-                cur.execute(sql, {**constants, **values})
-                return list(cur.fetchall())
-        except (OverflowError, UnicodeEncodeError, self._db.database_error) as exc:
-            if (refused := self._refused(exc, field)) is not None:
-                raise refused from exc
-            if not isinstance(exc, self._db.database_error):
-                raise
-            raise StoreUnavailable(str(exc)) from exc
+        with self._driver_read(field) as cur:
+            cur.execute(sql, {**constants, **values})
+            return list(cur.fetchall())
 
     def visible_memory(self, agent_id: str, room_ids: Sequence[str], now_us: int, limit: int) -> list[Row]:
         """Memory an agent may see by scope: its own private, its rooms' room memory, all shared.
@@ -554,16 +554,9 @@ class Reader:
                     self._sections.popitem(last=False)
         sql, constants, processors, decoders = cached
         params = {**constants, **{k: processors[k](v) if k in processors else v for k, v in values.items()}}
-        try:
-            with self._cursor() as cur:
-                cur.execute(sql, params)
-                found = cur.fetchall()
-        except (OverflowError, UnicodeEncodeError, self._db.database_error) as exc:
-            if (refused := self._refused(exc, ", ".join(values) or kind)) is not None:
-                raise refused from exc
-            if not isinstance(exc, self._db.database_error):
-                raise
-            raise StoreUnavailable(str(exc)) from exc
+        with self._driver_read(", ".join(values) or kind) as cur:
+            cur.execute(sql, params)
+            found = cur.fetchall()
         if raw:
             return list(found)
         return [{name: decode(value) for (name, decode), value in zip(decoders, row, strict=True)} for row in found]
@@ -572,17 +565,10 @@ class Reader:
         """The ledger entry for ``op_id`` (``None``: never committed), on the driver cursor: inside
         :meth:`snapshot` or :meth:`within`, part of that transaction (a cycle's idempotency checks add none)."""
         ph = placeholder(self._db.dialect, "o")
-        try:
-            with self._cursor() as cur:
-                cur.execute(f"SELECT op_id, command, request_hash, result, event_id FROM events WHERE op_id = {ph}",
-                            {"o": op_id})
-                found = cur.fetchone()
-        except (OverflowError, UnicodeEncodeError, self._db.database_error) as exc:
-            if (refused := self._refused(exc, "op_id")) is not None:
-                raise refused from exc
-            if not isinstance(exc, self._db.database_error):
-                raise
-            raise StoreUnavailable(str(exc)) from exc
+        with self._driver_read("op_id") as cur:
+            cur.execute(f"SELECT op_id, command, request_hash, result, event_id FROM events WHERE op_id = {ph}",
+                        {"o": op_id})
+            found = cur.fetchone()
         if found is None:
             return None
         result = _json_text(found[3]) if self._db.dialect == "sqlite" else found[3]  # psycopg decodes json
@@ -602,23 +588,16 @@ class Reader:
 
     def _principal_inputs(self, agent_id: str) -> tuple[Row | None, list[Row], list[str]]:
         ph = placeholder(self._db.dialect, "a")
-        try:
-            with self._cursor() as cur:
-                cur.execute("SELECT agent_id, role_id, status, capability_profile, permission_profile "
-                            f"FROM agents WHERE agent_id = {ph}", {"a": agent_id})
-                agent = cur.fetchone()
-                cur.execute(f"SELECT task_id, authority_scope FROM handoffs WHERE target_agent = {ph} "
-                            "AND status = 'accepted' ORDER BY handoff_id", {"a": agent_id})
-                handoffs = cur.fetchall()
-                cur.execute(f"SELECT room_id FROM room_members WHERE agent_id = {ph} AND active = "
-                            f"{'true' if self._db.dialect == 'postgresql' else '1'} ORDER BY room_id", {"a": agent_id})
-                rooms = [str(r[0]) for r in cur.fetchall()]
-        except (OverflowError, UnicodeEncodeError, self._db.database_error) as exc:
-            if (refused := self._refused(exc, "agent_id")) is not None:
-                raise refused from exc
-            if not isinstance(exc, self._db.database_error):
-                raise
-            raise StoreUnavailable(str(exc)) from exc
+        with self._driver_read("agent_id") as cur:
+            cur.execute("SELECT agent_id, role_id, status, capability_profile, permission_profile "
+                        f"FROM agents WHERE agent_id = {ph}", {"a": agent_id})
+            agent = cur.fetchone()
+            cur.execute(f"SELECT task_id, authority_scope FROM handoffs WHERE target_agent = {ph} "
+                        "AND status = 'accepted' ORDER BY handoff_id", {"a": agent_id})
+            handoffs = cur.fetchall()
+            cur.execute(f"SELECT room_id FROM room_members WHERE agent_id = {ph} AND active = "
+                        f"{'true' if self._db.dialect == 'postgresql' else '1'} ORDER BY room_id", {"a": agent_id})
+            rooms = [str(r[0]) for r in cur.fetchall()]
         row = None if agent is None else {
             "agent_id": agent[0], "role_id": agent[1], "status": agent[2],
             "capability_profile": _json(agent[3]), "permission_profile": _json(agent[4])}
