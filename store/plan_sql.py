@@ -15,6 +15,8 @@ every plan of that form, each call binding its own values (``store.reads`` compi
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -165,7 +167,30 @@ def plan_binding(kind: str, plan: PlanFilter) -> tuple[tuple[Any, ...], list[Any
     them as ``pv0``, ``pv1``, ...; the form holds everything else the statement depends on (the plan's kind,
     operators, variables, each bound value's type, every value written into the SQL as a constant). Two plans
     of one form give the same SQL text. A plan that is not SQL raises :class:`UntranslatablePlan` as
-    :func:`plan_clause` would (only once it is compiled: the form of an untranslatable plan is still a form)."""
+    :func:`plan_clause` would (only once it is compiled: the form of an untranslatable plan is still a form).
+
+    Remembered for the plan object itself (the plan memo hands out one object per remembered plan, and a
+    ``PlanFilter`` is immutable): the walk runs once per plan, not once per query."""
+    key = (kind, id(plan))
+    with _BINDINGS_LOCK:
+        known = _BINDINGS.get(key)
+        if known is not None and known[0] is plan:
+            _BINDINGS.move_to_end(key)
+            return known[1], list(known[2])
+    form, values = _binding(kind, plan)
+    with _BINDINGS_LOCK:
+        _BINDINGS[key] = (plan, form, tuple(values))  # the plan kept: its id is not reused while it is here
+        while len(_BINDINGS) > _BINDINGS_CAPACITY:
+            _BINDINGS.popitem(last=False)
+    return form, values
+
+
+_BINDINGS: OrderedDict[tuple[str, int], tuple[PlanFilter, tuple[Any, ...], tuple[Any, ...]]] = OrderedDict()
+_BINDINGS_CAPACITY = 8192
+_BINDINGS_LOCK = threading.Lock()
+
+
+def _binding(kind: str, plan: PlanFilter) -> tuple[tuple[Any, ...], list[Any]]:
     values: list[Any] = []
     if plan.kind in ("always_allowed", "always_denied") or plan.condition is None:
         return (plan.kind, plan.condition is None), values

@@ -8,9 +8,12 @@ handoff's authority scope intersected with its own maximum.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
+from engine.models.common import ID_PATTERN
+from engine.models.trusted import trusted
 from engine.policy.model import GOVERNOR_ROLE, PrincipalRef, ResourceRef
 from store import Reader
 
@@ -55,16 +58,18 @@ def principal(read: Reader, agent: Mapping[str, Any], *, task_id: str = "",
     if scope is not None:
         caps &= scope
     roles = ["agent", GOVERNOR_ROLE] if agent["role_id"] == GOVERNOR_ROLE else ["agent"]
-    return PrincipalRef(id=agent["agent_id"], roles=roles, attr={
+    # built from the store's rows (validated on their way in), not from a caller's input: not validated again
+    return trusted(PrincipalRef)({"id": agent["agent_id"], "roles": roles, "attr": {
         "role": agent["role_id"], "status": agent["status"], "capabilities": sorted(caps),
         "rooms": sorted(rooms if rooms is not None else read.active_rooms_of(agent["agent_id"])),
         "delegated_tasks": sorted(delegated),
-        "clearance": clearance_of(agent["permission_profile"])})
+        "clearance": clearance_of(agent["permission_profile"])}})
 
 
 # Attributes only some kinds carry (optional in policies/_schemas/resource.json), with their defaults: a
 # task always carries its ``priority``, even when decided before its row exists.
 _KIND_EXTRA: dict[str, dict[str, Any]] = {"task": {"priority": 0}}
+_PLAIN_ID = re.compile(ID_PATTERN.removeprefix("^").removesuffix("$"))
 
 
 def _level(row: Mapping[str, Any], field: str, key: str, top: int) -> int:
@@ -123,7 +128,9 @@ def resource(kind: str, ident: str, row: Mapping[str, Any] | None = None, *, sid
         row = {"event_type": ident}  # an event type is its own object: allowed_actions("event", type)
     attr = {**_EMPTY, "side_effect": side_effect, **_KIND_EXTRA.get(kind, {}),
             **(_attrs(kind, row) if row is not None else {})}
-    return ResourceRef(kind=kind, id=ident, attr=attr)
+    if isinstance(ident, str) and _PLAIN_ID.fullmatch(ident):  # attributes of a store row (or one to be written)
+        return trusted(ResourceRef)({"kind": kind, "id": ident, "attr": attr})
+    return ResourceRef(kind=kind, id=ident, attr=attr)  # any other name (a state key, a caller's string): checked
 
 
 __all__ = ["GOVERNOR_ROLE", "capabilities_of", "clearance_of", "delegations", "principal", "resource"]

@@ -44,6 +44,7 @@ from engine.errors import InvalidInput, OperationConflict, PolicyDenied, WakeNot
 from engine.models.agents import Agent
 from engine.models.common import Model
 from engine.models.receipts import Receipt
+from engine.models.trusted import trusted
 from engine.models.wakes import Wake, WakeStatus
 from engine.protocol.adapters import AgentDecision
 from engine.protocol.worker import DEFAULT_LEASE_S, Shown, observe
@@ -205,7 +206,7 @@ class ExternalAgents:
         row = self.book.store.read.get("wakes", wake_id=wake_id)
         if row is None or row["target_agent"] != agent_id:
             raise WakeNotLeased(wake_id, agent_id, f"not a wake of {agent_id}")
-        return Wake.model_validate(row)
+        return trusted(Wake)(row)
 
     def _require_lease(self, agent_id: str, worker_id: str, wake: Wake) -> None:
         if wake.status is not WakeStatus.CLAIMED:

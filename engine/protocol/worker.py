@@ -17,6 +17,7 @@ agent decides: the receipts and traces of both are written by the same code.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from engine.models.agents import Agent
 from engine.models.common import ID_PATTERN, JsonValue
 from engine.models.receipts import Decision, Outcome, Receipt
 from engine.models.traces import TraceBody
+from engine.models.trusted import trusted
 from engine.models.wakes import Wake
 from engine.protocol.adapters import AgentAdapter, AgentDecision, Effect
 from engine.world import Cause, World
@@ -44,7 +46,7 @@ from engine.world.book import RuntimeBook
 from engine.world.core import PlannedDenied
 from engine.world.projection import WorldView
 from engine.world.read_set import ReadSetFence, projection_fence, world_key
-from store import BatchRefused, WakeFence
+from store import BatchRefused, CommitOutcome, WakeFence
 
 DEFAULT_LEASE_S = 30.0
 _REF = re.compile(ID_PATTERN)
@@ -189,6 +191,7 @@ class WakeProtocol:
         refs: list[str] = []
         spans: list[tuple[int, int]] = []  # the batch's writes of each effect
         refusal: tuple[int, PMWError] | None = None
+        finished: Cycle | None = None  # the ack as planned: its receipt is what the commit writes
         with self.world.reading(), self.world.planning() as batch:  # the plan's reads: one read transaction
             for index, effect in enumerate(decided.effects):
                 op_id = f"{wake.wake_id}:{index}"
@@ -210,7 +213,7 @@ class WakeProtocol:
                     raise SimulatedCrash(f"{self.worker_id} crashed before committing {wake.wake_id}")
                 for v in verdicts:
                     v.verdict = "committed"
-                self._finish(wake, decided, Outcome.ACTED, decided.reason, started, refs, shown, verdicts)
+                finished = self._finish(wake, decided, Outcome.ACTED, decided.reason, started, refs, shown, verdicts)
         if refusal is not None:  # planning refused an effect: the batch is dropped, the wake acked alone
             index, error = refusal
             return self._refused(wake, decided, verdicts, index, _outcome_of(error), error.message, started, shown)
@@ -239,7 +242,7 @@ class WakeProtocol:
         if crash:  # a world left by a worker that committed its effects and died before its ack
             self.crash_before_ack -= 1
             raise SimulatedCrash(f"{self.worker_id} crashed before acking {wake.wake_id}")
-        return Cycle(wake=wake, decision=decided, receipt=Receipt.model_validate(outcomes[-1].result))
+        return _committed(finished, outcomes[-1])
 
     def _refused(self, wake: Wake, decided: AgentDecision, verdicts: list[EffectVerdict], index: int,
                  outcome: Outcome, why: str, started: int, shown: Shown, *, whole: bool = False) -> Cycle:
@@ -282,15 +285,16 @@ class WakeProtocol:
         listed = [v.as_json() for v in verdicts] if verdicts else []
         deferred = wake.payload.get("deferred")  # a wake the cooldown deferred says so on its receipt and trace
         said: dict[str, Any] = {"deferred": deferred} if isinstance(deferred, dict) else {}
-        trace = TraceBody(
-            worker_id=self.worker_id, retrieved_refs=shown.retrieved[:MAX_TRACE_REFS],
-            tools=[e.effect for e in decided.effects] if decided else [],
-            decisions=[{"decision": decided.decision.value, "reason": decided.reason,
-                        "effects": len(decided.effects), **({"verdicts": listed} if listed else {}), **said}]
+        # not validated here: ack_wake validates the trace's fields as it validates any caller's
+        trace = trusted(TraceBody)({
+            "worker_id": self.worker_id, "retrieved_refs": shown.retrieved[:MAX_TRACE_REFS],
+            "tools": [e.effect for e in decided.effects] if decided else [],
+            "decisions": [{"decision": decided.decision.value, "reason": decided.reason,
+                           "effects": len(decided.effects), **({"verdicts": listed} if listed else {}), **said}]
             if decided else [],
-            commits=refs or [], started_at_us=started, result=reason,
-            cost={"context_items": len(shown.retrieved), "context_bytes": shown.context_bytes,
-                  "effects": len(decided.effects) if decided else 0})
+            "commits": refs or [], "cost": {"context_items": len(shown.retrieved), "context_bytes": shown.context_bytes,
+                                            "effects": len(decided.effects) if decided else 0},
+            "started_at_us": started, "result": reason})
         receipt = self.world.ack_wake(
             self.worker_id, wake.wake_id, (decided.decision if decided else Decision.NO_ACTION).value,
             outcome=outcome.value, reason=reason, action_refs=refs or [], op_id=f"{wake.wake_id}:ack",
@@ -359,10 +363,20 @@ class Worker(WakeProtocol):
             decided = AgentDecision.model_validate(recorded.decision)
         else:
             decided = adapter.run(agent, view, wake)                                   # decide
-            first = self.book.record_decision(self.worker_id, wake.wake_id, agent.agent_id,
-                                              decided.model_dump(mode="json"))
-            decided = AgentDecision.model_validate(first.decision)  # another worker's, if it decided first
+            mine = decided.model_dump(mode="json")
+            first = self.book.record_decision(self.worker_id, wake.wake_id, agent.agent_id, mine)
+            if first.decision != mine:  # another worker's, if it decided first
+                decided = AgentDecision.model_validate(first.decision)
         return self.act(wake, agent.agent_id, decided, started, self.shown(view))
+
+
+def _committed(planned: Cycle | None, ack: CommitOutcome) -> Cycle:
+    """The cycle whose ack committed as ``ack``: as planned, or for a retried ack the receipt its first
+    commit wrote."""
+    assert planned is not None, "a committed cycle planned its ack"
+    if ack.replayed:
+        return dataclasses.replace(planned, receipt=Receipt.model_validate(ack.result))
+    return planned
 
 
 def _outcome_of(error: PMWError) -> Outcome:

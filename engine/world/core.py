@@ -32,6 +32,7 @@ from pydantic import BaseModel, ValidationError
 from engine.errors import InvalidInput, NotFound, OperationConflict, PolicyDenied, PolicyUnavailable, VersionConflict
 from engine.models.common import Id, Model
 from engine.models.lifecycle import Lifecycle
+from engine.models.trusted import trusted
 from engine.policy.enforcement import Authorizer, Check
 from engine.policy.model import PlanFilter
 from engine.sources import Clock, IdSource, RandomIds, SystemClock
@@ -176,7 +177,7 @@ class WorldCore:
         return row
 
     def _load(self, model: type[R], table: str, kind: str, ident: str, **key: Any) -> R:
-        return model.model_validate(self._row(table, kind, ident, **key))
+        return trusted(model)(self._row(table, kind, ident, **key))
 
     def _reader(self, actor: str | None) -> str | None:
         """The reading agent: required (and validated) when an external PDP decides reads."""
@@ -205,7 +206,7 @@ class WorldCore:
         self._reader(actor)  # who is reading comes first: an anonymous read learns nothing
         row = self._row(table, kind, ident, **key)
         self._may_read(actor, kind, ident, row)
-        return model.model_validate(row)
+        return trusted(model)(row)
 
     def _list(self, model: type[R], table: str, kind: str, actor: str | None, where: dict[str, Any], *,
               order_by: Sequence[str] = (), limit: int | None = None, descending: bool = False,
@@ -216,7 +217,7 @@ class WorldCore:
         who = self._reader(actor)
         if who is None or not self._policy.external:
             rows = self._store.read.rows(table, where, order_by=order_by, limit=limit, descending=descending)
-            return [model.model_validate(r) for r in rows]
+            return list(map(trusted(model), rows))
         plan = plans[kind] if plans is not None and kind in plans else self._policy.plan(who, kind, "read")
         try:
             rows = self._store.read.rows_allowed(kind, plan, where, order_by=order_by, limit=limit,
@@ -225,7 +226,7 @@ class WorldCore:
             rows = self._store.read.rows(table, where, order_by=order_by, descending=descending)
             key = next(iter(STATE_TABLE_KEYS[table]))
             rows = self._readable(who, kind, rows, key)[:limit]
-        return [model.model_validate(r) for r in rows]
+        return list(map(trusted(model), rows))
 
     def _authorize(self, actor: str, checks: Sequence[Check], command: str) -> str | None:
         """The PDP's decision for ``checks``; a denial is recorded in the log (audit) and re-raised."""
@@ -418,7 +419,7 @@ class WorldCore:
         state machine and ``check``; then compare-and-set status, time and ``values``."""
         (key_field,) = STATE_TABLE_KEYS[table]  # lifecycle objects have a one-column key
         row = self._row(table, kind, ident, **{key_field: ident})
-        current, version = model.model_validate(row), int(row["version"])
+        current, version = trusted(model)(row), int(row["version"])
         if expected_version is not None and expected_version != version:
             raise VersionConflict(kind, ident, expected_version, version)
         status = lifecycle.target(ident, str(row[status_field]), action)

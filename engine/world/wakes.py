@@ -27,6 +27,7 @@ from engine.errors import (
 )
 from engine.models.receipts import Decision, Outcome, Receipt, ReceiptBody
 from engine.models.traces import Trace, TraceBody
+from engine.models.trusted import trusted
 from engine.models.wakes import WAKE_LIFECYCLE, EnqueueResult, Wake, WakeStatus
 from engine.policy.attributes import GOVERNOR_ROLE
 from engine.policy.enforcement import Check
@@ -214,10 +215,12 @@ class WakeCalls(WorldCore):
         lease = WakeClaim(owner=worker, now_us=now, lease_until_us=now + round(req.lease_seconds * 1_000_000),
                           targets=tuple(targets) if targets is not None else None)
         denied: list[tuple[str, PolicyDenied]] = []
+        taken: list[Wake] = []
 
         def decide(row: dict[str, Any], update: Update) -> WriteRequest:
             """The claim of the leased ``row``, decided inside the claim's transaction."""
-            wake = Wake.model_validate(row)
+            wake = trusted(Wake)(row)  # the store's row, as the claim's statement leased it
+            taken.append(wake)
             actor = decided_as(worker, "claim", wake)
             if op_id is not None and self._op_ids is not None and (refusal := self._op_ids(actor, op_id)):
                 raise InvalidInput("op_id", refusal)
@@ -240,7 +243,9 @@ class WakeCalls(WorldCore):
                 actor, refusal = denied[-1]
                 self._record_denial(actor, "claim_wake", refusal)
             raise
-        return None if outcome is None else Wake.model_validate(outcome.result)
+        if outcome is None:
+            return None
+        return taken[-1] if not outcome.replayed else Wake.model_validate(outcome.result)
 
     @staticmethod
     def _replayed_only(now: int) -> Plan:
@@ -251,7 +256,7 @@ class WakeCalls(WorldCore):
                               payload: dict[str, Any] | None = None) -> Plan:
         """One wake's lifecycle transition planned from ``row``, read once by the caller: the lifecycle,
         then :func:`check_wake_rules`, then compare-and-set on the version read (a stale row loses)."""
-        wake = Wake.model_validate(row)
+        wake = trusted(Wake)(row)
         status = WAKE_LIFECYCLE.target(wake.wake_id, wake.status.value, action)
         check_wake_rules(actor, action, wake, now, world=self)
         new_values = {"status": status, **(values or {}), "updated_at_us": now}
@@ -295,8 +300,8 @@ class WakeCalls(WorldCore):
             raise InvalidInput("topology_version", f"{req.topology_version} is beyond the world's topology "
                                                    f"version ({known})")
         row = self._row("wakes", "wake", req.wake_id, wake_id=req.wake_id)
-        wake = Wake.model_validate(row)
-        body = ReceiptBody(agent_id=wake.target_agent, **req.model_dump(exclude={"trace"}))
+        wake = trusted(Wake)(row)
+        body = trusted(ReceiptBody)({"agent_id": wake.target_agent, **req.model_dump(exclude={"trace"})})
 
         def plan(now: int) -> Plan:
             current = self._store.read.current_policy_epoch()  # what a planned batch's ack keeps
@@ -316,7 +321,7 @@ class WakeCalls(WorldCore):
         caller's reason and outcome, and no decision, refs or versions of the target's."""
         req = build(CancelWake, wake_id=wake_id, reason=reason, outcome=outcome)
         row = self._row("wakes", "wake", req.wake_id, wake_id=req.wake_id)
-        wake = Wake.model_validate(row)
+        wake = trusted(Wake)(row)
         body = ReceiptBody(agent_id=wake.target_agent, decision=Decision.NO_ACTION, outcome=Outcome(req.outcome),
                            wake_id=req.wake_id, reason=req.reason)
         return self._write("cancel_wake", decided_as(actor, "cancel", wake), req,
@@ -349,7 +354,8 @@ class WakeCalls(WorldCore):
         return self._write("write_receipt", actor, req, plan, Receipt, op_id=op_id, cause=cause)
 
     def _receipt(self, body: ReceiptBody, now: int) -> Receipt:
-        return Receipt(receipt_id=self.ids.new("rcp"), created_at_us=now, **body.model_dump())
+        # built from a validated body, a fresh id and the clock: nothing to validate again
+        return trusted(Receipt)({**body.model_dump(), "receipt_id": self.ids.new("rcp"), "created_at_us": now})
 
     def _plan_finish(self, actor: str, body: ReceiptBody, row: dict[str, Any], action: str, now: int,
                      trace: TraceBody | None = None, *, stamp_epoch: bool = False) -> Plan:
@@ -360,9 +366,10 @@ class WakeCalls(WorldCore):
         receipt_row = Insert("receipts", rec.model_dump(mode="json"), "receipt", f"for wake {body.wake_id}")
         inserts = [receipt_row]
         if trace is not None:
-            done = Trace(**trace.model_dump(), trace_id=body.wake_id, agent_id=body.agent_id,
-                         outcome=body.outcome.value, decision=body.decision.value, finished_at_us=now,
-                         latency_us=max(0, now - trace.started_at_us), version=1)
+            done = trusted(Trace)({**trace.model_dump(), "trace_id": body.wake_id, "agent_id": body.agent_id,
+                                   "outcome": body.outcome.value, "decision": body.decision.value,
+                                   "finished_at_us": now, "latency_us": max(0, now - trace.started_at_us),
+                                   "version": 1})  # a validated body and the runtime's own values
             inserts.append(Insert("traces", done.model_dump(mode="json"), "trace", body.wake_id))
         plan = self._plan_wake_transition(actor, row, action, now, extra=inserts, payload={
             "decision": body.decision.value, "outcome": body.outcome.value, "reason": body.reason,
@@ -398,7 +405,7 @@ class WakeCalls(WorldCore):
         check_id("wake_id", wake_id)
         row = self._row("traces", "trace", wake_id, trace_id=wake_id)
         self._may_read(actor, "wake", wake_id, self._row("wakes", "wake", wake_id, wake_id=wake_id))
-        return Trace.model_validate(row)
+        return trusted(Trace)(row)
 
     def list_traces(self, *, agent_id: str | None = None, limit: int = 100, actor: str | None = None) -> list[Trace]:
         """The most recent traces (of ``agent_id``), newest first, at most ``limit`` (1 to 10,000), those of
@@ -411,7 +418,7 @@ class WakeCalls(WorldCore):
         wakes = [w for r in rows if (w := self._store.read.get("wakes", wake_id=r["trace_id"])) is not None]
         readable = {w["wake_id"] for w in self._readable(actor, "wake", wakes, "wake_id")}
         rows = [r for r in rows if r["trace_id"] in readable]
-        return [Trace.model_validate(r) for r in rows]
+        return list(map(trusted(Trace), rows))
 
     def get_receipt(self, receipt_id: str, *, actor: str | None = None) -> Receipt:
         check_id("receipt_id", receipt_id)

@@ -29,12 +29,13 @@ from engine.models.memory import Memory
 from engine.models.rooms import Room
 from engine.models.state import StateEntry
 from engine.models.tasks import Task
+from engine.models.trusted import trusted
 from engine.policy.enforcement import PdpAuthorizer
 from engine.policy.model import PlanExpression, PlanFilter, PlanValue, PlanVariable
 from engine.sources import ManualClock, SeededIds
 from engine.world import World
 from engine.world.book import RuntimeBook
-from engine.world.projection import WorldView, trusted
+from engine.world.projection import WorldView
 from store import Store
 from store.plan_sql import UntranslatablePlan, plan_binding, plan_clause
 from tests.answers.test_projection_equivalence import AGENTS, _build, _busy_steps, reference_view
