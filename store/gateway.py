@@ -373,6 +373,9 @@ ReadsWithin = Callable[[Any], AbstractContextManager[None]]
 BatchDecider = Callable[[list[WriteRequest]], list[WriteRequest]]
 
 
+CLAIM_LISTED_TARGETS = 16  # a claim among more agents binds them as one parameter (one statement text for all)
+
+
 @lru_cache(maxsize=256)
 def _claim_sql(dialect: str, targets: int | None) -> str:
     """The claim: one UPDATE of the most urgent due wake of an online target (pending and due, or claimed
@@ -380,8 +383,13 @@ def _claim_sql(dialect: str, targets: int | None) -> str:
     SKIP LOCKED``: concurrent claimers lease different wakes and none waits for another's decision."""
     def ph(name: str) -> str:
         return placeholder(dialect, name)
-    only = (f" AND w.target_agent IN ({', '.join(ph(f't{n}') for n in range(targets))})"
-            if targets is not None else "")
+    if targets is None:
+        only = ""
+    elif targets > CLAIM_LISTED_TARGETS:  # one parameter, whatever the count (a worker serving 1,000 agents)
+        only = (f" AND w.target_agent = ANY({ph('targets')})" if dialect == "postgresql"
+                else f" AND w.target_agent IN (SELECT value FROM json_each({ph('targets')}))")
+    else:
+        only = f" AND w.target_agent IN ({', '.join(ph(f't{n}') for n in range(targets))})"
     lock = " FOR UPDATE OF w SKIP LOCKED" if dialect == "postgresql" else ""
     return (f"UPDATE wakes SET status = 'claimed', lease_owner = {ph('owner')}, lease_until_us = {ph('until')}, "
             f"attempts = attempts + 1, updated_at_us = {ph('now')}, version = version + 1 "
@@ -410,8 +418,13 @@ def claim_wake(db: Database, claim: WakeClaim, decide: ClaimDecider, hooks: tupl
     if claim.targets is not None and not claim.targets:
         raise ValueError("a claim among no agents claims nothing: do not ask the store")  # a programming error
     params: dict[str, Any] = {"owner": claim.owner, "until": claim.lease_until_us, "now": claim.now_us}
-    params.update({f"t{n}": t for n, t in enumerate(claim.targets or ())})
-    sql = _claim_sql(db.dialect, None if claim.targets is None else len(claim.targets))
+    count = None if claim.targets is None else len(claim.targets)
+    if count is not None and count > CLAIM_LISTED_TARGETS:  # one parameter: an array, or JSON text for SQLite
+        params["targets"] = list(claim.targets or ()) if db.dialect == "postgresql" else \
+            orjson.dumps(list(claim.targets or ())).decode()
+    else:
+        params.update({f"t{n}": t for n, t in enumerate(claim.targets or ())})
+    sql = _claim_sql(db.dialect, count)
     request: WriteRequest | None = None
     try:
         with db.write_cursor() as cur:

@@ -11,6 +11,7 @@ from engine.commands.wakes import MAX_CLAIM_AGENTS
 from engine.errors import InvalidInput
 from engine.models.wakes import WakeStatus
 from engine.world import World
+from store.gateway import CLAIM_LISTED_TARGETS
 from tests.conftest import book_of
 
 
@@ -36,6 +37,21 @@ def test_a_claim_for_a_set_of_agents_leases_only_their_wakes_most_urgent_first(t
     assert [w.target_agent for w in team.list_wakes(status=WakeStatus.PENDING.value)] == ["c"]
     claimed = team.claim_wake("w", agent_ids=["c"])
     assert claimed is not None and claimed.target_agent == "c"
+
+
+@pytest.mark.parametrize("size", [CLAIM_LISTED_TARGETS, CLAIM_LISTED_TARGETS + 1, 600])
+def test_a_large_set_is_filtered_as_a_small_one(team: World, size: int) -> None:
+    """Beyond ``CLAIM_LISTED_TARGETS`` agents the set is bound as one parameter (an array on PostgreSQL, JSON
+    text on SQLite): the same wakes are leased, in the same order."""
+    others = [f"x{i:04d}" for i in range(size - 2)]  # agents without wakes (most not even registered)
+    team.enqueue_wake("ctl", "c", "for c", "kc", priority=9)
+    team.enqueue_wake("ctl", "a", "for a", "ka", priority=1)
+    team.enqueue_wake("ctl", "b", "for b", "kb", priority=5)
+    served = [*others[: len(others) // 2], "b", *others[len(others) // 2:], "a"]
+    assert len(set(served)) == size
+    leased = [team.claim_wake("w", agent_ids=served) for _ in range(3)]
+    assert [w.target_agent if w else None for w in leased] == ["b", "a", None]
+    assert [w.target_agent for w in team.list_wakes(status=WakeStatus.PENDING.value)] == ["c"]
 
 
 def test_an_empty_set_claims_nothing(team: World) -> None:
