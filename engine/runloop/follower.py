@@ -111,8 +111,14 @@ def ensure_controller_agent(book: RuntimeBook, governor: str) -> str:
     opening rooms, writing topology edges, recording contests and refresh demands. Each step is checked
     on its own (registration, an active session, the grant), so a start killed between them completes
     them on the next start, and controllers starting together (a leader and its standby) each complete
-    what the other has not: a step another starter made first (already registered, a version moved) is
-    read again and the remaining steps made, a bounded number of times."""
+    what the other has not: a step another starter made first (already registered, a version moved, the
+    session activated) is read again and the remaining steps made, a bounded number of times.
+
+    The first registration attaches the session :data:`CONTROLLER_SESSION` (a fixed id), so a second
+    starter that also saw no agent cannot attach a second session: its registration collides with the
+    first (``AlreadyExists``) and is read again. The session activated is the terminal's attached one with
+    the smallest id, the same for every starter (a world registered before the fixed id, by starters that
+    raced, may hold two)."""
     for attempt in range(ENSURE_ATTEMPTS):
         try:
             _ensure_controller_agent_once(book, governor)
@@ -125,19 +131,35 @@ def ensure_controller_agent(book: RuntimeBook, governor: str) -> str:
 
 #: Attempts of :func:`ensure_controller_agent` when another starter's steps race its own.
 ENSURE_ATTEMPTS = 5
+#: The session the controller's agent is first registered with (on the terminal ``t-pmw-controller``).
+CONTROLLER_SESSION = f"ses-{CONTROLLER_AGENT}"
+CONTROLLER_TERMINAL = f"t-{CONTROLLER_AGENT}"
 
 
 def _ensure_controller_agent_once(book: RuntimeBook, governor: str) -> None:
-    world = book.world
-    row = book.store.read.get("agents", agent_id=CONTROLLER_AGENT)
+    world, read = book.world, book.store.read
+    row = read.get("agents", agent_id=CONTROLLER_AGENT)
     if row is None:
-        world.register_agent(CONTROLLER_AGENT, "PMW controller", "controller", f"t-{CONTROLLER_AGENT}")
-        row = book.store.read.get("agents", agent_id=CONTROLLER_AGENT)
+        world.register_agent(CONTROLLER_AGENT, "PMW controller", "controller", CONTROLLER_TERMINAL,
+                             session_id=CONTROLLER_SESSION)
+        row = read.get("agents", agent_id=CONTROLLER_AGENT)
     if row is not None and row["status"] != "active":
-        world.activate_session(f"term:t-{CONTROLLER_AGENT}")
+        session = _attached_session(book)
+        if session is None:  # every session detached since: a new one (a random id: the fixed one is taken)
+            world.register_agent(CONTROLLER_AGENT, "PMW controller", "controller", CONTROLLER_TERMINAL)
+            session = _attached_session(book)
+        if session is not None:
+            world.activate_session(f"session:{session}")
     held = set((row or {}).get("capability_profile", {}).get("capabilities", []))
     if not set(CONTROLLER_CAPABILITIES) <= held:
         world.grant(governor, CONTROLLER_AGENT, capabilities=sorted(held | set(CONTROLLER_CAPABILITIES)))
+
+
+def _attached_session(book: RuntimeBook) -> str | None:
+    """The controller terminal's attached session with the smallest id (every starter picks the same)."""
+    rows = book.store.read.rows("sessions", {"agent_id": CONTROLLER_AGENT, "term_key": CONTROLLER_TERMINAL,
+                                             "status": "attached"}, order_by=["session_id"], limit=1)
+    return str(rows[0]["session_id"]) if rows else None
 
 
 class ControllerLoop:

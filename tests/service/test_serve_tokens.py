@@ -83,7 +83,10 @@ def test_two_cli_clients_and_an_embedded_client_share_one_world(served: Served, 
 
 def test_a_read_token_cannot_write(served: Served, tokens: dict[str, str]) -> None:
     reader = served.issue("alice", "--scope", "read")
-    assert served.cli(reader, "--json", "state", "get", "alice-key").returncode == 0
+    written = served.cli(tokens["alice"], "state", "set", "read-token-key", "1", "--expect-version", "0")
+    assert written.returncode == 0, written.stderr  # its own key: no other test's writes needed
+    seen = served.cli(reader, "--json", "state", "get", "read-token-key")
+    assert seen.returncode == 0 and json.loads(seen.stdout)["value"] == 1, seen.stderr
     refused = served.cli(reader, "--json", "state", "set", "read-only", "1", "--expect-version", "0")
     assert refused.returncode == 6 and "read" in json.loads(refused.stderr)["reason"]
 
