@@ -157,6 +157,13 @@ class Deployment:
         s = self.status(i)
         return bool(s["leader"] == state and time.time() - s["at"] < 0.5)
 
+    def assert_running(self, i: int) -> None:
+        """Controller ``i``'s process has not exited (else its stderr, at once, not a wait's timeout)."""
+        proc = self.controllers[i][1]
+        if proc.poll() is not None:
+            err = (self.tmp / f"ctl{i}.stderr").read_text(errors="replace")[-3000:]
+            raise AssertionError(f"controller {i} exited with {proc.returncode}:\n{err}")
+
     def leader(self) -> int | None:
         leading = [i for i in self.controllers if self.live(i, "leader")]
         assert len(leading) <= 1, [self.status(i) for i in self.controllers]
@@ -271,6 +278,8 @@ class Harness:
         seen: list[int] = []
 
         def found() -> bool:
+            for i in self.dep.controllers:
+                self.dep.assert_running(i)
             leader = self.dep.leader()
             if leader is not None:
                 seen.append(leader)
@@ -286,7 +295,10 @@ class Harness:
         return _wait(taken, "the standby to take over", self.feed.tick)
 
     def standby_ready(self, i: int) -> None:
-        _wait(lambda: self.dep.live(i, "standby"), f"controller {i} standing by", self.feed.tick)
+        def standing_by() -> bool:
+            self.dep.assert_running(i)
+            return self.dep.live(i, "standby")
+        _wait(standing_by, f"controller {i} standing by", self.feed.tick)
 
     # -- the faults --------------------------------------------------------------------------------------
 
