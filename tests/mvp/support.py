@@ -15,6 +15,7 @@ from engine.protocol.adapters import AgentAdapter, AgentDecision, AppendEvent, E
 from engine.runloop import InProcessRunner
 from engine.sources import ManualClock
 from engine.world import World
+from engine.world.list_limits import MAX_EVENTS
 from engine.world.projection import WorldView
 from tests.conftest import book_of
 
@@ -101,10 +102,25 @@ def assert_every_wake_has_one_receipt(world: World) -> dict[str, Receipt]:
     return receipts_by_wake(world, wakes)
 
 
+def wakes_as_ended(world: World, agent: str) -> list[Wake]:
+    """``agent``'s wakes in the order they ended (the log position of each wake's last transition). Not list
+    order: wakes enqueued at one instant of a manual clock list (and are claimed) in the order of their ids."""
+    ended: dict[str, int] = {}
+    after = 0
+    for _ in range(1_000):  # bounded: 1,000 pages of the log
+        page = world.events(after, limit=MAX_EVENTS, actor=GOV)
+        ended.update((e.subject_id, e.seq) for e in page if e.subject_kind == "wake")
+        if len(page) < MAX_EVENTS:
+            break
+        after = page[-1].seq
+    return sorted(wakes_of(world, agent), key=lambda w: ended[w.wake_id])
+
+
 def outcomes(world: World, agent: str) -> list[str]:
-    """The outcomes of ``agent``'s wakes, in wake order."""
-    receipts = receipts_by_wake(world, wakes_of(world, agent))
-    return [receipts[w.wake_id].outcome.value for w in wakes_of(world, agent)]
+    """The outcomes of ``agent``'s wakes in the order they ended (:func:`wakes_as_ended`)."""
+    wakes = wakes_as_ended(world, agent)
+    receipts = receipts_by_wake(world, wakes)
+    return [receipts[w.wake_id].outcome.value for w in wakes]
 
 
 def claim(term: str, value: str) -> Rule:
