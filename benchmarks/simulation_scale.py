@@ -42,6 +42,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.play_windows import PlayWindows, growth
+from benchmarks.runloop_bench import open_book
 from benchmarks.simulation_bench import baseline_write_s
 from engine.settings import Settings
 from simulations.driver import ScenarioDriver, open_runtime
@@ -101,18 +103,35 @@ def _baseline(folder: Path, runtime: Any, writes: int) -> float:
 
 
 def measure(agents: int, wakes: int, seed: int = 7, *, profile: bool = True, settings: Settings | None = None,
-            profile_out: Path | None = None, baseline_writes: int = 300) -> dict[str, Any]:
+            profile_out: Path | None = None, baseline_writes: int = 300, window_s: float | None = None,
+            probe_writes: int = 30) -> dict[str, Any]:
     """Run one generated workload and return its phase times, event count, the decided-write baseline
     (``baseline_writes`` writes before the setup and again after the play; 0: none) and (with ``profile``)
     the play's self time by area and its top functions (``profile_out``: the whole profile, for
-    ``pstats``). Everything else it writes is in a temporary folder, removed at the end. ``settings`` may
-    name a running PDP (the tests' shared one); by default the runtime starts its own."""
+    ``pstats``). ``window_s``: also cut the play into windows of that many wall seconds, each with
+    ``probe_writes`` decided writes timed at its end on a world of its own (:mod:`benchmarks.play_windows`;
+    the probes' time is taken out of ``play_s``). Everything else it writes is in a temporary folder,
+    removed at the end. ``settings`` may name a running PDP (the tests' shared one); by default the runtime
+    starts its own."""
     tmp = Path(tempfile.mkdtemp(prefix="pmw-sim-scale-"))
     scenario = Scenario.model_validate({**workload(agents, wakes, seed=seed), "base_dir": str(tmp)})
     out: dict[str, Any] = {"agents": agents, "wakes": wakes, "seed": seed}
     runtime = open_runtime(scenario, tmp / "run", settings=settings)
+    probe_book = None
     try:
-        driver = ScenarioDriver(scenario, runtime.book, work_dir=tmp / "run" / "work")
+        windows: PlayWindows | None = None
+        if window_s is not None:
+            (tmp / "probe").mkdir()
+            pdp: Any = runtime.pdp  # the run's own PDP (its replicas), as baseline_write_s takes it
+            probe_book = open_book(tmp / "probe", pdp, "probe", 1)
+            probe_world, probe_n = probe_book.world, [0]
+
+            def probe() -> None:
+                probe_world.compare_and_set_state("a000", "probe", probe_n[0], probe_n[0] + 1)
+                probe_n[0] += 1
+
+            windows = PlayWindows(runtime.store.read.last_seq, probe, window_s=window_s, probe_writes=probe_writes)
+        driver = ScenarioDriver(scenario, runtime.book, work_dir=tmp / "run" / "work", progress=windows)
         base = [_baseline(tmp / "base0", runtime, baseline_writes)] if baseline_writes else []
         t0 = time.perf_counter()
         driver.setup()
@@ -121,12 +140,17 @@ def measure(agents: int, wakes: int, seed: int = 7, *, profile: bool = True, set
         try:
             if profiler is not None:
                 profiler.enable()
+            if windows is not None:
+                windows.start()
             run = driver.play()
+            if windows is not None:
+                windows.close()
         finally:
             if profiler is not None:
                 profiler.disable()
             driver.runner.close()
         t2 = time.perf_counter()
+        probed = windows.probe_s if windows is not None else 0.0
         metrics, series = compute_metrics(scenario, runtime.store, run.start_us, run.stop_us)
         t3 = time.perf_counter()
         write_report(tmp / "run", scenario, metrics, series, runtime.store, plots=False)
@@ -135,9 +159,14 @@ def measure(agents: int, wakes: int, seed: int = 7, *, profile: bool = True, set
             base.append(_baseline(tmp / "base1", runtime, baseline_writes))
             out["baseline_write_s"] = sum(base) / len(base)
             out["baseline_writes_s"] = base
-        out.update(setup_s=t1 - t0, play_s=t2 - t1, metrics_s=t3 - t2, report_s=t4 - t3, events=metrics.events,
+        out.update(setup_s=t1 - t0, play_s=t2 - t1 - probed, metrics_s=t3 - t2, report_s=t4 - t3, events=metrics.events,
                    runs=metrics.counts["receipts"], checks_hold=all(metrics.checks.values()),
                    profiled=profile)
+        if windows is not None:
+            out["windows"] = windows.as_dicts()
+            out["probe_s"] = windows.probe_s
+            out["probe_writes"] = probe_writes
+            out["growth"] = growth(windows.windows)
         if profiler is not None:
             stats = pstats.Stats(profiler)
             out["play_by_area_s"] = split_by_area(stats)
@@ -145,6 +174,8 @@ def measure(agents: int, wakes: int, seed: int = 7, *, profile: bool = True, set
             if profile_out is not None:
                 stats.dump_stats(str(profile_out))
     finally:
+        if probe_book is not None:
+            probe_book.close()
         runtime.close()
         shutil.rmtree(tmp, ignore_errors=True)
     total = out["setup_s"] + out["play_s"] + out["metrics_s"] + out["report_s"]
@@ -174,6 +205,19 @@ def report(result: dict[str, Any], against: dict[str, Any] | None = None) -> str
         lines += ["", f"Baseline in this run: one decided write {result['baseline_write_s'] * 1e3:.2f} ms "
                   f"(before the setup, after the play: {writes} ms); one event costs "
                   f"{result['per_event_in_writes']:.2f} decided writes."]
+    if result.get("windows"):
+        lines += ["", f"The play in windows of wall time (each with {result['probe_writes']} decided writes timed at "
+                  "its end, on a world of its own; probes excluded from the play):", "",
+                  "| window ends (s) | events | ms per event | decided write ms | per event, in that window's writes |",
+                  "| --- | --- | --- | --- | --- |"]
+        lines += [f"| {w['end_s']:.0f} | {w['events']} | {w['per_event_ms']:.2f} | {w['write_s'] * 1e3:.2f} | "
+                  f"{w['per_event_in_writes']:.2f} |" for w in result["windows"]]
+        g = result.get("growth")
+        if g is not None:
+            lines += ["", f"Growth within the play (median of the last {g['compared']:.0f} windows over the first "
+                      f"{g['compared']:.0f}, after one warm-up window): {g['raw']:.2f}x per event raw, "
+                      f"{g['in_writes']:.2f}x in each window's decided writes; the decided write itself "
+                      f"moved {g['write_drift']:.2f}x."]
     if against is not None:
         lines += ["", "| against the earlier run | earlier | now | now / earlier |", "| --- | --- | --- | --- |"]
         for name, key in (("play s", "play_s"), ("setup s", "setup_s"), ("ms per event", "per_event_ms"),
@@ -206,10 +250,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--against", type=Path, help="an earlier run's --json: print this run's ratios to it")
     parser.add_argument("--baseline-writes", type=int, default=300,
                         help="decided writes timed before the setup and after the play (0: no baseline)")
+    parser.add_argument("--window-s", type=float, default=60.0,
+                        help="cut the play into windows of this many wall seconds, each probed (0: no windows)")
+    parser.add_argument("--probe-writes", type=int, default=30, help="decided writes timed at each window's end")
     args = parser.parse_args(argv)
     against = json.loads(args.against.read_text(encoding="utf-8")) if args.against else None
     result = measure(args.agents, args.wakes, args.seed, profile=not args.no_profile, profile_out=args.profile_out,
-                     baseline_writes=args.baseline_writes)
+                     baseline_writes=args.baseline_writes, window_s=args.window_s or None,
+                     probe_writes=args.probe_writes)
     print(report(result, against))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
