@@ -12,6 +12,7 @@ time is kept apart (``probe_s``), so a caller can take it out of the play's wall
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
 from collections.abc import Callable
@@ -21,10 +22,9 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Window:
-    """One closed window: its end (seconds into the play, probes excluded), the log events written in it,
-    the wall time it spent playing, and the decided write timed at its end."""
+    """One closed window: the log events written in it, the wall time it spent playing (probes excluded),
+    and the decided write timed at its end."""
 
-    end_s: float
     events: int
     play_s: float
     write_s: float
@@ -54,7 +54,6 @@ class PlayWindows:
     probe_s: float = 0.0
     _opened: float | None = None
     _events_at_open: int = 0
-    _played_before: float = 0.0
 
     def __post_init__(self) -> None:
         if self.window_s <= 0 or self.probe_writes < 1:
@@ -84,8 +83,7 @@ class PlayWindows:
             self.probe()
         spent = self.clock() - t0
         self.probe_s += spent
-        self._played_before += played
-        self.windows.append(Window(round(self._played_before, 3), events, played, spent / self.probe_writes))
+        self.windows.append(Window(events, played, spent / self.probe_writes))
         self._open(self.clock())
 
     def _open(self, now: float) -> None:
@@ -93,8 +91,10 @@ class PlayWindows:
         self._events_at_open = self.log_position()
 
     def as_dicts(self) -> list[dict[str, Any]]:
-        return [{**asdict(w), "per_event_ms": w.per_event_ms, "per_event_in_writes": w.per_event_in_writes}
-                for w in self.windows]
+        """Each window with its end (seconds into the play, probes excluded) and its costs per event."""
+        ends = itertools.accumulate(w.play_s for w in self.windows)
+        return [{**asdict(w), "end_s": round(end, 3), "per_event_ms": w.per_event_ms,
+                 "per_event_in_writes": w.per_event_in_writes} for w, end in zip(self.windows, ends, strict=True)]
 
 
 def growth(windows: list[Window], *, skip: int = 1, share: float = 0.25) -> dict[str, float] | None:

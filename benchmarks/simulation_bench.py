@@ -84,15 +84,32 @@ class Recorder:
             raise Deadline  # checked on every call: the last point is where the budget ran out
 
 
+class DecidedWrites:
+    """The baseline's unit of work: one compare-and-set decided by the run's own PDP, on a world of its own
+    in ``tmp`` (never the measured one), kept open so that it can be timed again and again."""
+
+    def __init__(self, tmp: Path, runtime: Any) -> None:
+        self.book = open_book(tmp, runtime.pdp, "baseline", 1)
+        self.n = 0
+
+    def write(self) -> None:
+        self.book.world.compare_and_set_state("a000", "bench", self.n, self.n + 1)
+        self.n += 1
+
+    def close(self) -> None:
+        self.book.close()
+
+
 def baseline_write_s(tmp: Path, runtime: Any, writes: int = 300) -> float:
-    book = open_book(tmp, runtime.pdp, "baseline", 1)
+    """Seconds per decided write, over ``writes`` of them on a fresh world in ``tmp``."""
+    baseline = DecidedWrites(tmp, runtime)
     try:
         t0 = time.perf_counter()
-        for n in range(writes):
-            book.world.compare_and_set_state("a000", "bench", n, n + 1)
+        for _ in range(writes):
+            baseline.write()
         return (time.perf_counter() - t0) / writes
     finally:
-        book.close()
+        baseline.close()
 
 
 def segment_costs(points: list[tuple[float, float, int, float]]) -> list[float]:

@@ -43,8 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.play_windows import PlayWindows, growth
-from benchmarks.runloop_bench import open_book
-from benchmarks.simulation_bench import baseline_write_s
+from benchmarks.simulation_bench import DecidedWrites, baseline_write_s
 from engine.settings import Settings
 from simulations.driver import ScenarioDriver, open_runtime
 from simulations.generator import workload
@@ -117,20 +116,14 @@ def measure(agents: int, wakes: int, seed: int = 7, *, profile: bool = True, set
     scenario = Scenario.model_validate({**workload(agents, wakes, seed=seed), "base_dir": str(tmp)})
     out: dict[str, Any] = {"agents": agents, "wakes": wakes, "seed": seed}
     runtime = open_runtime(scenario, tmp / "run", settings=settings)
-    probe_book = None
+    probe: DecidedWrites | None = None
     try:
         windows: PlayWindows | None = None
         if window_s is not None:
             (tmp / "probe").mkdir()
-            pdp: Any = runtime.pdp  # the run's own PDP (its replicas), as baseline_write_s takes it
-            probe_book = open_book(tmp / "probe", pdp, "probe", 1)
-            probe_world, probe_n = probe_book.world, [0]
-
-            def probe() -> None:
-                probe_world.compare_and_set_state("a000", "probe", probe_n[0], probe_n[0] + 1)
-                probe_n[0] += 1
-
-            windows = PlayWindows(runtime.store.read.last_seq, probe, window_s=window_s, probe_writes=probe_writes)
+            probe = DecidedWrites(tmp / "probe", runtime)
+            windows = PlayWindows(runtime.store.read.last_seq, probe.write, window_s=window_s,
+                                  probe_writes=probe_writes)
         driver = ScenarioDriver(scenario, runtime.book, work_dir=tmp / "run" / "work", progress=windows)
         base = [_baseline(tmp / "base0", runtime, baseline_writes)] if baseline_writes else []
         t0 = time.perf_counter()
@@ -174,8 +167,8 @@ def measure(agents: int, wakes: int, seed: int = 7, *, profile: bool = True, set
             if profile_out is not None:
                 stats.dump_stats(str(profile_out))
     finally:
-        if probe_book is not None:
-            probe_book.close()
+        if probe is not None:
+            probe.close()
         runtime.close()
         shutil.rmtree(tmp, ignore_errors=True)
     total = out["setup_s"] + out["play_s"] + out["metrics_s"] + out["report_s"]
