@@ -116,9 +116,12 @@ def ensure_controller_agent(book: RuntimeBook, governor: str) -> str:
 
     The first registration attaches the session :data:`CONTROLLER_SESSION` (a fixed id), so a second
     starter that also saw no agent cannot attach a second session: its registration collides with the
-    first (``AlreadyExists``) and is read again. The session activated is the terminal's attached one with
-    the smallest id, the same for every starter (a world registered before the fixed id, by starters that
-    raced, may hold two)."""
+    first (``AlreadyExists``) and is read again. The sessions are read again after the agent: a starter
+    that saw the agent attached while another activated it finds the active session and activates nothing
+    (CI, stop 27: it took "no attached session" for "every session detached" and attached a second one).
+    The session activated is the terminal's attached one with the smallest id, the same for every starter
+    (a world registered before the fixed id, by starters that raced, may hold two); when every session is
+    detached, the new one is named by their count, so starters racing to replace it collide too."""
     for attempt in range(ENSURE_ATTEMPTS):
         try:
             _ensure_controller_agent_once(book, governor)
@@ -144,22 +147,20 @@ def _ensure_controller_agent_once(book: RuntimeBook, governor: str) -> None:
                              session_id=CONTROLLER_SESSION)
         row = read.get("agents", agent_id=CONTROLLER_AGENT)
     if row is not None and row["status"] != "active":
-        session = _attached_session(book)
-        if session is None:  # every session detached since: a new one (a random id: the fixed one is taken)
-            world.register_agent(CONTROLLER_AGENT, "PMW controller", "controller", CONTROLLER_TERMINAL)
-            session = _attached_session(book)
-        if session is not None:
+        sessions = read.rows("sessions", {"agent_id": CONTROLLER_AGENT, "term_key": CONTROLLER_TERMINAL},
+                             order_by=["session_id"])
+        if not any(s["status"] == "active" for s in sessions):  # else another starter activated since ``row``
+            attached = [str(s["session_id"]) for s in sessions if s["status"] == "attached"]
+            if attached:
+                session = attached[0]
+            else:  # every session detached: a new one, named by their count so racing starters collide
+                session = f"{CONTROLLER_SESSION}-{len(sessions)}"
+                world.register_agent(CONTROLLER_AGENT, "PMW controller", "controller", CONTROLLER_TERMINAL,
+                                     session_id=session)
             world.activate_session(f"session:{session}")
     held = set((row or {}).get("capability_profile", {}).get("capabilities", []))
     if not set(CONTROLLER_CAPABILITIES) <= held:
         world.grant(governor, CONTROLLER_AGENT, capabilities=sorted(held | set(CONTROLLER_CAPABILITIES)))
-
-
-def _attached_session(book: RuntimeBook) -> str | None:
-    """The controller terminal's attached session with the smallest id (every starter picks the same)."""
-    rows = book.store.read.rows("sessions", {"agent_id": CONTROLLER_AGENT, "term_key": CONTROLLER_TERMINAL,
-                                             "status": "attached"}, order_by=["session_id"], limit=1)
-    return str(rows[0]["session_id"]) if rows else None
 
 
 class ControllerLoop:

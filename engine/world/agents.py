@@ -189,10 +189,12 @@ class AgentCalls(WorldCore):
             if owner and owner[0]["session_id"] != session_id:
                 raise TerminalOwned(s.term_key, owner[0]["agent_id"])
         new = s.model_copy(update={"status": Presence(status), "updated_at_us": now, "version": s.version + 1})
-        changes: list[Change] = [Update("sessions", {"session_id": session_id}, s.version,
-                                        {"status": status, "updated_at_us": now}, "session", session_id)]
         agent_row = self._row("agents", "agent", s.agent_id, agent_id=s.agent_id)
-        changes.append(self._agent_presence_change(agent_row, {session_id: status}, now))
+        # The agent's row first, then its session's: the order a registration takes them in, so on
+        # PostgreSQL a transition and a registration of one agent never wait on each other in a cycle.
+        changes: list[Change] = [self._agent_presence_change(agent_row, {session_id: status}, now),
+                                 Update("sessions", {"session_id": session_id}, s.version,
+                                        {"status": status, "updated_at_us": now}, "session", session_id)]
         return Plan(f"session.{action}", "session", session_id, new, changes,
                     payload={"agent_id": s.agent_id, "term_key": s.term_key, "status": status},
                     base_version=s.version, resulting_version=new.version,
@@ -224,7 +226,12 @@ class AgentCalls(WorldCore):
         return result.sessions
 
     def _plan_unregister(self, t: Target, sessions: list[Session], now: int) -> Plan:
-        changes: list[Change] = []
+        agent_ids = sorted({s.agent_id for s in sessions} | ({t.agent_id} if t.agent_id else set()))
+        offline = {s.session_id: "offline" for s in sessions}
+        rows = [self._row("agents", "agent", a, agent_id=a) for a in agent_ids]
+        # Agents' rows first (in id order), then their sessions': the order of a registration (see
+        # _plan_session), so concurrent writers of one agent never wait on each other in a cycle.
+        changes: list[Change] = [self._agent_presence_change(row, offline, now) for row in rows]
         out: list[Session] = []
         for s in sessions:
             if s.status is not Presence.OFFLINE:
@@ -232,10 +239,6 @@ class AgentCalls(WorldCore):
                                       {"status": "offline", "updated_at_us": now}, "session", s.session_id))
                 out.append(s.model_copy(update={"status": Presence.OFFLINE, "updated_at_us": now,
                                                 "version": s.version + 1}))
-        agent_ids = sorted({s.agent_id for s in sessions} | ({t.agent_id} if t.agent_id else set()))
-        offline = {s.session_id: "offline" for s in sessions}
-        rows = [self._row("agents", "agent", a, agent_id=a) for a in agent_ids]
-        changes += [self._agent_presence_change(row, offline, now) for row in rows]
         checks = [Check("agent", row["agent_id"], "unregister", row) for row in rows]
         return Plan("agent.unregistered", "target", str(t), _SessionList(sessions=out), changes,
                     payload={"agents": agent_ids, "sessions": [s.session_id for s in sessions]}, checks=checks)

@@ -24,6 +24,7 @@ from engine.policy.enforcement import PdpAuthorizer
 from engine.runloop.follower import (
     CONTROLLER_AGENT,
     CONTROLLER_CAPABILITIES,
+    CONTROLLER_SESSION,
     CONTROLLER_TERMINAL,
     ensure_controller_agent,
 )
@@ -107,6 +108,57 @@ def test_controllers_starting_together_leave_one_agent_with_one_session(
     for n in range(ROUNDS):
         errors = _round(db_url_factory(), pdp_client, tmp_path / f"art{n}")
         assert errors == [], (n, [f"{type(e).__name__}: {e}" for e in errors])
+
+
+class ReadThenRun:
+    """The store's reader, except that after the first read of the controller's agent row ``then`` runs
+    (another starter, to its end) before the row is handed back: the reader goes on with a row that is
+    stale by a whole start. Single-threaded, so the interleaving is the same every run."""
+
+    def __init__(self, reader: Any, then: Any) -> None:
+        self._reader, self._then = reader, then
+
+    def get(self, table: str, **key: Any) -> Any:
+        row = self._reader.get(table, **key)
+        if table == "agents" and key.get("agent_id") == CONTROLLER_AGENT and self._then is not None:
+            then, self._then = self._then, None
+            then()
+        return row
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._reader, name)
+
+
+@pytest.mark.parametrize("detached", [False, True], ids=["registered", "every-session-detached"])
+def test_a_starter_that_saw_the_agent_attached_while_another_activated_it_adds_no_session(
+        pdp_client: CerbosPdp, tmp_path: Path, detached: bool) -> None:
+    """CI, stop 27: starter A read the agent ``attached`` (B had registered it), B then activated the
+    session, and A, finding no attached session, took it for "every session detached" and attached a
+    second one. Here A's agent read is followed by B's whole start before A goes on; both succeed and
+    one session is active, the only one not offline (with every earlier session detached too: B names
+    the new session by the count, A sees it active)."""
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    world = open_pdp_world(url, pdp_client, tmp_path / "art")
+    books = [RuntimeBook(store, policy=PdpAuthorizer(pdp_client, store.read), clock=SystemClock(),
+                         ids=RandomIds(), artifact_dir=tmp_path / "art") for store in (Store(url), Store(url))]
+    try:
+        read = book_of(world).store.read
+        world.register_agent(CONTROLLER_AGENT, "PMW controller", "controller", CONTROLLER_TERMINAL,
+                             session_id=CONTROLLER_SESSION)
+        if detached:
+            world.activate_session(f"session:{CONTROLLER_SESSION}")
+            world.detach_session(f"session:{CONTROLLER_SESSION}", actor="gov")
+        a, b = books
+        a.store.read = ReadThenRun(a.store.read, lambda: ensure_controller_agent(b, "gov"))  # type: ignore[assignment]
+        ensure_controller_agent(a, "gov")
+        sessions = read.rows("sessions", {"agent_id": CONTROLLER_AGENT})
+        live = [s for s in sessions if s["status"] in ("active", "attached")]
+        assert [s["status"] for s in live] == ["active"], sessions
+        assert (read.get("agents", agent_id=CONTROLLER_AGENT) or {}).get("status") == "active"
+    finally:
+        for book in books:
+            book.close()
+        close_world(world)
 
 
 def test_a_world_left_with_two_sessions_by_racing_starters_is_started_again(

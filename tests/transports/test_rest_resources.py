@@ -104,7 +104,8 @@ def test_a_wake_claimed_and_acked_by_its_agent(world: World) -> None:
 
 
 def test_what_the_agent_may_do_and_its_projection(world: World) -> None:
-    allowed = world.ok("GET", "/v1/agents/alice/allowed-actions?kind=task&ident=report-1")
+    world.ok("POST", "/v1/tasks", {"goal": "plan the week", "task_id": "plan-1"})  # its own: runs alone too
+    allowed = world.ok("GET", "/v1/agents/alice/allowed-actions?kind=task&ident=plan-1")
     assert "read" in allowed["allowed"] and allowed["kind"] == "task", allowed
     view = world.ok("GET", "/v1/agents/alice/projection?budget=5")
     assert view["agent"]["agent_id"] == "alice" and view["budget"] == 5, view
