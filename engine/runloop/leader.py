@@ -73,6 +73,7 @@ class LeaderRunner:
         due = self._renewed_at is None or now - self._renewed_at >= self.renew_every_us
         if lead.is_leader and not due:
             return True
+        self.loop.load()  # compiled before leading (once): a takeover's lease is not spent compiling rules
         if not lead.acquire():
             if self._generation is not None:
                 stats.lost += 1
@@ -80,12 +81,18 @@ class LeaderRunner:
             return False
         self._renewed_at = now
         if lead.fencing_token != self._generation:  # a takeover: this generation starts from SQL
-            self.loop.load()
             if self.governor is not None:
                 ensure_controller_agent(self.loop.book, self.governor)
             self.loop.start()
             self._generation = lead.fencing_token
             stats.takeovers += 1
+            # the start (registration, rebuild from SQL) took time out of the lease just taken: renew it
+            # before the round's steps, so a slow start on a loaded host does not lose it at the first step
+            if not lead.renew():
+                self._generation = self._renewed_at = None
+                stats.lost += 1
+                return False
+            self._renewed_at = lead.clock.now_us()
         return True
 
     def round(self, stats: LeaderStats) -> bool:

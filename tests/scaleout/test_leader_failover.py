@@ -73,6 +73,26 @@ def test_a_paused_leaders_step_after_the_takeover_is_refused_and_the_successor_c
     assert book.rebuild_state(from_snapshot=False) == book.state_image()
 
 
+def test_a_leader_whose_rules_compile_slowly_keeps_the_lease_it_takes(team: World) -> None:
+    """CI, stop 27's rerun: on a loaded host the first round of a 0.6 s lease lost it (fencing token None):
+    the rules were compiled after the lease was taken. Here compiling takes 1.5 leases of the world's clock;
+    the runner compiles before it takes the lease, and still leads after its first round."""
+    book, clock = book_of(team), team.clock
+    a = candidate(book, "ctl-a", clock)
+    compile_rules, compiled = a.loop.load, []
+
+    def slow_load() -> None:  # the first call compiles (slowly); later ones find the rules compiled
+        if not compiled:
+            clock.advance(LEASE_S * 1.5)  # type: ignore[attr-defined]
+            compiled.append(True)
+        compile_rules()
+
+    a.loop.load = slow_load  # type: ignore[method-assign]
+    stats = LeaderStats()
+    a.round(stats)
+    assert (a.leadership.fencing_token, stats.takeovers, stats.lost) == (1, 1, 0)
+
+
 TAKEOVER_SLACK_S = 4.0
 
 
