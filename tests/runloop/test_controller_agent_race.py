@@ -13,6 +13,7 @@ luck of timing); bounded (ROUNDS x STARTERS threads, each joined with a deadline
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,23 +39,28 @@ STARTERS = 3
 JOIN_S = 60.0
 
 
-class HeldFirstRead:
-    """The store's reader, except that the first read of the controller's agent row is answered as read
-    and then held until ``release`` is set: the starter goes on with what it saw only after another starter
-    has finished (the interleaving the harness hit, made certain). Every read still goes to the real store."""
+class AfterFirstAgentRead:
+    """The store's reader, except that after the first read of the controller's agent row ``then`` runs
+    before the row is handed back: the reader goes on with what it saw only once ``then`` is done (another
+    starter finished, or ran to its end). Every read still goes to the real store."""
 
-    def __init__(self, reader: Any, release: threading.Event) -> None:
-        self._reader, self._release, self._held = reader, release, False
+    def __init__(self, reader: Any, then: Callable[[], object]) -> None:
+        self._reader, self._then = reader, then
+        self._done = False
 
     def get(self, table: str, **key: Any) -> Any:
         row = self._reader.get(table, **key)
-        if table == "agents" and key.get("agent_id") == CONTROLLER_AGENT and not self._held:
-            self._held = True
-            assert self._release.wait(JOIN_S), "the first starter did not finish"
+        if table == "agents" and key.get("agent_id") == CONTROLLER_AGENT and not self._done:
+            self._done = True
+            self._then()
         return row
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._reader, name)
+
+
+def _held_until(release: threading.Event) -> None:
+    assert release.wait(JOIN_S), "the first starter did not finish"
 
 
 def _round(url: str, pdp: CerbosPdp, art: Path) -> list[BaseException]:
@@ -67,7 +73,7 @@ def _round(url: str, pdp: CerbosPdp, art: Path) -> list[BaseException]:
     errors: list[BaseException] = []
     first_done = threading.Event()
     late = books[0]
-    late.store.read = HeldFirstRead(late.store.read, first_done)  # type: ignore[assignment]
+    late.store.read = AfterFirstAgentRead(late.store.read, lambda: _held_until(first_done))  # type: ignore[assignment]
 
     def start(book: RuntimeBook) -> None:
         try:
@@ -110,25 +116,6 @@ def test_controllers_starting_together_leave_one_agent_with_one_session(
         assert errors == [], (n, [f"{type(e).__name__}: {e}" for e in errors])
 
 
-class ReadThenRun:
-    """The store's reader, except that after the first read of the controller's agent row ``then`` runs
-    (another starter, to its end) before the row is handed back: the reader goes on with a row that is
-    stale by a whole start. Single-threaded, so the interleaving is the same every run."""
-
-    def __init__(self, reader: Any, then: Any) -> None:
-        self._reader, self._then = reader, then
-
-    def get(self, table: str, **key: Any) -> Any:
-        row = self._reader.get(table, **key)
-        if table == "agents" and key.get("agent_id") == CONTROLLER_AGENT and self._then is not None:
-            then, self._then = self._then, None
-            then()
-        return row
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._reader, name)
-
-
 @pytest.mark.parametrize("detached", [False, True], ids=["registered", "every-session-detached"])
 def test_a_starter_that_saw_the_agent_attached_while_another_activated_it_adds_no_session(
         pdp_client: CerbosPdp, tmp_path: Path, detached: bool) -> None:
@@ -149,7 +136,7 @@ def test_a_starter_that_saw_the_agent_attached_while_another_activated_it_adds_n
             world.activate_session(f"session:{CONTROLLER_SESSION}")
             world.detach_session(f"session:{CONTROLLER_SESSION}", actor="gov")
         a, b = books
-        a.store.read = ReadThenRun(a.store.read, lambda: ensure_controller_agent(b, "gov"))  # type: ignore[assignment]
+        a.store.read = AfterFirstAgentRead(a.store.read, lambda: ensure_controller_agent(b, "gov"))  # type: ignore[assignment]
         ensure_controller_agent(a, "gov")
         sessions = read.rows("sessions", {"agent_id": CONTROLLER_AGENT})
         live = [s for s in sessions if s["status"] in ("active", "attached")]
