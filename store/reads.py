@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     ColumnElement,
     Connection,
@@ -112,15 +113,37 @@ def _decoder(kind: Any, dialect: str) -> Any:
     return _same
 
 
+@dataclass(frozen=True)
+class RowDecoder:
+    """How a row of one table, its columns as the driver returns them in the schema's order, becomes what
+    the query builder would have returned: the values named, then only the columns that need it decoded
+    (JSON, SQLite booleans; most columns pass as they are)."""
+
+    names: tuple[str, ...]
+    converted: tuple[tuple[str, Callable[[Any], Any]], ...]
+
+    @classmethod
+    def of(cls, t: Table, dialect: str) -> RowDecoder:
+        decoders = [(c.name, _decoder(c.type, dialect)) for c in t.columns]
+        return cls(tuple(name for name, _ in decoders),
+                   tuple((name, decode) for name, decode in decoders if decode is not _same))
+
+    def __call__(self, values: Sequence[Any]) -> Row:
+        row = dict(zip(self.names, values, strict=True))
+        for name, decode in self.converted:
+            row[name] = decode(row[name])
+        return row
+
+
 def decoded(table: str, dialect: str, values: Sequence[Any]) -> Row:
     """A row of ``table`` as the driver returned its columns (all of them, in the schema's order), decoded
     as the query builder would have (JSON, SQLite booleans)."""
-    return {name: decode(value) for (name, decode), value in zip(_decoders(table, dialect), values, strict=True)}
+    return _decoders(table, dialect)(values)
 
 
 @lru_cache(maxsize=64)
-def _decoders(table: str, dialect: str) -> tuple[tuple[str, Any], ...]:
-    return tuple((c.name, _decoder(c.type, dialect)) for c in TABLES[table].columns)
+def _decoders(table: str, dialect: str) -> RowDecoder:
+    return RowDecoder.of(TABLES[table], dialect)
 
 
 class Reader:
@@ -128,10 +151,10 @@ class Reader:
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        self._gets: dict[tuple[str, tuple[str, ...]], tuple[str, list[tuple[str, Any]]]] = {}
+        self._gets: dict[tuple[str, tuple[str, ...]], tuple[str, RowDecoder]] = {}
         self._driver_sql: dict[str, tuple[str, dict[str, Any]]] = {}
-        self._sections: OrderedDict[tuple[Any, ...], tuple[str, dict[str, Any], dict[str, Any],
-                                                            list[tuple[str, Any]]]] = OrderedDict()
+        self._sections: OrderedDict[tuple[Any, ...], tuple[str, dict[str, Any], dict[str, Any], RowDecoder]] = \
+            OrderedDict()
         self._sections_lock = threading.Lock()
         self._pending = threading.local()  # this thread's planned, uncommitted rows (see pending_rows)
         self._inside = threading.local()  # this thread's open write transaction, if reads run on it (within)
@@ -276,15 +299,15 @@ class Reader:
                 values = {**stored, **values}
                 pending[at] = (True, values)
             return dict(values)
-        sql, decoders = self._get_sql(table, tuple(key))
+        sql, decode = self._get_sql(table, tuple(key))
         with self._driver_read(".".join(key) or table) as cur:
             cur.execute(sql, key)
             found = cur.fetchone()
         if found is None:
             return None
-        return {name: decode(value) for (name, decode), value in zip(decoders, found, strict=True)}
+        return decode(found)
 
-    def _get_sql(self, table: str, keys: tuple[str, ...]) -> tuple[str, list[tuple[str, Any]]]:
+    def _get_sql(self, table: str, keys: tuple[str, ...]) -> tuple[str, RowDecoder]:
         cached = self._gets.get((table, keys))
         if cached is None:
             t = _table(table)
@@ -294,7 +317,7 @@ class Reader:
             names = [f'"{c.name}"' for c in t.columns]
             where = " AND ".join(f'"{k}" = {placeholder(self._db.dialect, k)}' for k in keys)
             sql = f'SELECT {", ".join(names)} FROM "{t.name}" WHERE {where}'
-            cached = (sql, [(c.name, _decoder(c.type, self._db.dialect)) for c in t.columns])
+            cached = (sql, RowDecoder.of(t, self._db.dialect))
             self._gets[(table, keys)] = cached
         return cached
 
@@ -356,13 +379,15 @@ class Reader:
         return min(times, default=None)
 
     def events(self, after_seq: int = 0, limit: int | None = None, *, newest: bool = False) -> list[Row]:
-        stmt = select(events).where(events.c.seq > after_seq)
-        stmt = stmt.order_by(events.c.seq.desc() if newest else events.c.seq)
-        if limit is not None:
-            stmt = stmt.limit(limit)
-        with self._conn("after_seq, limit") as conn:
-            rows = [dict(r) for r in conn.execute(stmt).mappings()]
-        return list(reversed(rows)) if newest else rows
+        """The events after ``after_seq`` in log order, at most ``limit`` (with ``newest``: the last
+        ``limit`` of them, still oldest first), on the driver cursor (the controller's drain reads the log
+        several times a run, most often to find nothing new)."""
+        found = self._driver_rows("events_newest" if newest else "events_after",
+                                  {"after_seq": after_seq, "limit": _NO_LIMIT if limit is None else limit},
+                                  "after_seq, limit")
+        decode = _decoders("events", self._db.dialect)
+        rows = [decode(r) for r in found]
+        return rows[::-1] if newest else rows
 
     def current_policy_epoch(self) -> Row | None:
         """The policy epoch writes are decided under now (the last activation's), if any: ``epoch``,
@@ -547,19 +572,19 @@ class Reader:
             constants = {k: processors.pop(k)(v) if k in processors and k not in values else v
                          for k, v in compiled.params.items()}
             cached = (str(compiled), constants, processors,
-                      [(c.name, _decoder(c.type, self._db.dialect)) for c in t.columns])
+                      RowDecoder.of(t, self._db.dialect))
             with self._sections_lock:
                 self._sections[key] = cached
                 while len(self._sections) > SECTION_SQL_CAPACITY:
                     self._sections.popitem(last=False)
-        sql, constants, processors, decoders = cached
+        sql, constants, processors, decode = cached
         params = {**constants, **{k: processors[k](v) if k in processors else v for k, v in values.items()}}
         with self._driver_read(", ".join(values) or kind) as cur:
             cur.execute(sql, params)
             found = cur.fetchall()
         if raw:
             return list(found)
-        return [{name: decode(value) for (name, decode), value in zip(decoders, row, strict=True)} for row in found]
+        return [decode(row) for row in found]
 
     def operation(self, op_id: str) -> StoredOperation | None:
         """The ledger entry for ``op_id`` (``None``: never committed), on the driver cursor: inside
@@ -662,7 +687,12 @@ _DRIVER_QUERIES: dict[str, Any] = {
     "topology_version": select(func.coalesce(func.max(topology_versions.c.version), 0)),
     "active_rooms_of": select(room_members.c.room_id).where(
         room_members.c.agent_id == bindparam("agent_id", type_=String), room_members.c.active.is_(True)),
+    "events_after": select(events).where(events.c.seq > bindparam("after_seq", type_=BigInteger))
+    .order_by(events.c.seq).limit(bindparam("limit", type_=BigInteger)),
+    "events_newest": select(events).where(events.c.seq > bindparam("after_seq", type_=BigInteger))
+    .order_by(events.c.seq.desc()).limit(bindparam("limit", type_=BigInteger)),
 }
+_NO_LIMIT = 1 << 62  # a LIMIT every log meets first (an unbound LIMIT would need other SQL per dialect)
 
 _ACTIVATION_COLUMNS = ("ordinal", "epoch", "activated_at_us", "activated_by", "source")
 _EPOCH_COLUMNS = ("epoch", "activated_at_us", "activated_by", "source")
