@@ -78,17 +78,26 @@ class PgServer:
 
 
 @contextlib.contextmanager
-def pg_database(url: str | None = None, *, durable: bool = True) -> Iterator[str]:
-    """``url`` itself, or a fresh database on a server of our own started for the block and stopped after."""
+def pg_served(url: str | None = None, *, durable: bool = True) -> Iterator[tuple[str, int | None]]:
+    """``url`` itself, or a fresh database on a server of our own started for the block and stopped after;
+    with the PID of that server's postmaster (None for a server of yours): its process tree is the
+    server's CPU (:mod:`benchmarks.cpu_time`)."""
     if url is not None:
-        yield url
+        yield url, None
         return
     server = PgServer(durable=durable)
     try:
         server.start()
-        yield server.create_database()
+        yield server.create_database(), server.pid
     finally:
         server.stop()
 
 
-__all__ = ["PgServer", "binaries_available", "pg_database"]
+@contextlib.contextmanager
+def pg_database(url: str | None = None, *, durable: bool = True) -> Iterator[str]:
+    """``url`` itself, or a fresh database on a server of our own started for the block and stopped after."""
+    with pg_served(url, durable=durable) as (found, _pid):
+        yield found
+
+
+__all__ = ["PgServer", "binaries_available", "pg_database", "pg_served"]

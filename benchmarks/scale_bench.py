@@ -10,7 +10,10 @@ wake is left. It prints wakes/s and the speed-up against one worker, per K, in o
 every wake ended in exactly one receipt and counts the errors a worker met (a lost claim race shows here).
 
 What bounds it is printed beside it: the machine's cores and load average (a 2-core machine shares its CPU
-between the workers, PostgreSQL and the PDPs) and the PDPs' share (calls per wake). Every append takes the
+between the workers, PostgreSQL and the PDPs), the PDPs' share (calls per wake), and the CPU each wake
+cost in the workers, the PostgreSQL server (when the script started it) and the PDPs
+(:mod:`benchmarks.cpu_time`): the cores a round kept busy, and the speed-up the CPU alone allows at that
+cost per wake (every core busy, against one worker's rate). Every append takes the
 world's log lock held to commit (``store/gateway.py``), so commits of one world are serial: with fsync on,
 the commit rate of that one stream is the ceiling (``docs/benchmarks-scale.md``).
 
@@ -29,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from benchmarks import cpu_time
 
 TARGET_SPEEDUP_AT_4 = 1.8
 
@@ -70,7 +75,7 @@ def _work(url: str, addresses: list[Any], index: int, agents: list[str], start: 
     cycles = errors = idle = 0
     kinds: dict[str, int] = {}
     start.wait()
-    began = time.monotonic()
+    began, cpu0 = time.monotonic(), time.process_time()
     try:
         while idle < 2:
             try:
@@ -90,11 +95,11 @@ def _work(url: str, addresses: list[Any], index: int, agents: list[str], start: 
         book.close()
         pdp.close()
     out.put({"index": index, "cycles": cycles, "errors": errors, "kinds": kinds, "pdp_calls": calls,
-             "seconds": time.monotonic() - began})
+             "seconds": time.monotonic() - began, "cpu_s": time.process_time() - cpu0})
 
 
 def _round(url: str, addresses: list[Any], world: Any, agents: list[str], workers: int, wakes: int,
-           tag: str) -> dict[str, Any]:
+           tag: str, servers: Servers) -> dict[str, Any]:
     for i in range(wakes):
         world.enqueue_wake("gov", agents[i % len(agents)], "scale", f"{tag}-{i}")
     ctx = mp.get_context("forkserver")
@@ -106,8 +111,9 @@ def _round(url: str, addresses: list[Any], world: Any, agents: list[str], worker
         p.start()
     try:
         start.wait()
-        began = time.monotonic()
+        began, cpu0 = time.monotonic(), servers.cpu_s()
         reports = [out.get(timeout=3600) for _ in procs]
+        cpu1 = servers.cpu_s()
         # the last worker's idle polls are not work: the round ends when the last wake was done
         seconds = max(r["seconds"] for r in reports) - 0.1
     finally:
@@ -123,7 +129,46 @@ def _round(url: str, addresses: list[Any], world: Any, agents: list[str], worker
     return {"workers": workers, "wakes": wakes, "cycles": cycles, "seconds": round(seconds, 2),
             "wall_s": round(time.monotonic() - began, 2), "wakes_per_s": round(cycles / seconds, 1),
             "errors": sum(r["errors"] for r in reports), "error_kinds": kinds,
-            "pdp_calls_per_wake": round(sum(r["pdp_calls"] for r in reports) / max(cycles, 1), 2)}
+            "pdp_calls_per_wake": round(sum(r["pdp_calls"] for r in reports) / max(cycles, 1), 2),
+            "cpu_ms_per_wake": _cpu_per_wake({"workers": sum(r["cpu_s"] for r in reports),
+                                              **{k: _spent(cpu0[k], cpu1[k]) for k in cpu0}}, cycles)}
+
+
+def _spent(before: float | None, after: float | None) -> float | None:
+    return None if before is None or after is None else after - before
+
+
+def _cpu_per_wake(cpu_s: dict[str, float | None], cycles: int) -> dict[str, float | None]:
+    return {k: None if v is None else round(1000 * v / max(cycles, 1), 2) for k, v in cpu_s.items()}
+
+
+class Servers:
+    """The processes a round's CPU is counted in besides the workers: the PostgreSQL server (when the
+    script started it: its postmaster's tree) and the PDPs."""
+
+    def __init__(self, pg_pid: int | None, pdp_pids: list[int]) -> None:
+        self.pg_pid, self.pdp_pids = pg_pid, pdp_pids
+
+    def cpu_s(self) -> dict[str, float | None]:
+        if not cpu_time.available():
+            return {"postgres": None, "pdps": None}
+        return {"postgres": None if self.pg_pid is None else cpu_time.tree_cpu_s([self.pg_pid]),
+                "pdps": cpu_time.tree_cpu_s(self.pdp_pids)}
+
+
+def cpu_bound(rows: list[dict[str, Any]], cores: int) -> None:
+    """Each row's CPU figures: the cores its round kept busy (CPU seconds per second of the round) and the
+    speed-up the CPU alone allows at its CPU cost per wake (every core busy: ``cores`` / CPU per wake,
+    against one worker's measured rate). Without the server's CPU (a server of yours) none is given."""
+    base = rows[0]["wakes_per_s"]
+    for r in rows:
+        parts = r["cpu_ms_per_wake"].values()
+        if None in parts or not base:
+            r["cores_busy"] = r["cpu_speedup_ceiling"] = None
+            continue
+        per_wake_s = sum(parts) / 1000
+        r["cores_busy"] = round(per_wake_s * r["wakes_per_s"], 2)
+        r["cpu_speedup_ceiling"] = round(cores / per_wake_s / base, 2) if per_wake_s else None
 
 
 def _receipts_per_wake(world: Any, agents: list[str]) -> dict[str, int]:
@@ -135,7 +180,7 @@ def _receipts_per_wake(world: Any, agents: list[str]) -> dict[str, int]:
     return counts
 
 
-def measure(url: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+def measure(url: str, args: argparse.Namespace, tmp: Path, pg_pid: int | None = None) -> dict[str, Any]:
     from engine.policy import governance
     from engine.policy.pdp_process import ManagedPdp
     from engine.runtime import probe_epoch
@@ -157,7 +202,8 @@ def measure(url: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 world.register_agent(a, a, "worker", f"t-{a}")
                 world.activate_session(f"term:t-{a}")
                 world.grant("gov", a, capabilities=["state.write"])
-            rows = [_round(url, addresses, world, agents, k, args.wakes, f"k{k}") for k in args.workers]
+            servers = Servers(pg_pid, [pid for p in pdps if (pid := p.pid) is not None])
+            rows = [_round(url, addresses, world, agents, k, args.wakes, f"k{k}", servers) for k in args.workers]
             receipts = _receipts_per_wake(world, agents)
             queued = len(args.workers) * args.wakes
         finally:
@@ -169,7 +215,9 @@ def measure(url: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     base = rows[0]["wakes_per_s"]
     for r in rows:
         r["speedup"] = round(r["wakes_per_s"] / base, 2) if base else None
-    return {"epoch": deployment.epoch, "rows": rows, "cores": os.cpu_count(), "load_average": os.getloadavg(),
+    cores = os.cpu_count() or 1
+    cpu_bound(rows, cores)
+    return {"epoch": deployment.epoch, "rows": rows, "cores": cores, "load_average": os.getloadavg(),
             "wakes_queued": queued, "wakes_with_one_receipt": sum(1 for n in receipts.values() if n == 1),
             "wakes_with_several_receipts": sum(1 for n in receipts.values() if n > 1)}
 
@@ -179,6 +227,14 @@ def report(r: dict[str, Any]) -> str:
     for row in r["rows"]:
         lines.append(f"{row['workers']:>7} {row['wakes_per_s']:>8.1f} {row['speedup']:>8.2f} {row['errors']:>6} "
                      f"{row['pdp_calls_per_wake']:>14.2f}  {row['error_kinds'] or ''}")
+    lines.append("")
+    lines.append(f"{'workers':>7} {'CPU ms per wake: workers':>24} {'postgres':>8} {'pdps':>6} {'cores busy':>10} "
+                 f"{'CPU allows':>10}")
+    for row in r["rows"]:
+        cpu = row["cpu_ms_per_wake"]
+        lines.append(f"{row['workers']:>7} {_figure(cpu['workers'], 24)} {_figure(cpu['postgres'], 8)} "
+                     f"{_figure(cpu['pdps'], 6)} {_figure(row['cores_busy'], 10)} "
+                     f"{_figure(row['cpu_speedup_ceiling'], 9)}x")
     at4 = next((row["speedup"] for row in r["rows"] if row["workers"] == 4), None)
     if at4 is not None:
         lines.append(f"speed-up at 4 workers {at4:.2f}x (target {TARGET_SPEEDUP_AT_4}x): "
@@ -187,6 +243,10 @@ def report(r: dict[str, Any]) -> str:
                  f"{r['wakes_with_several_receipts']} in several; {r['cores']} cores, load average "
                  f"{', '.join(f'{x:.1f}' for x in r['load_average'])}")
     return "\n".join(lines)
+
+
+def _figure(value: float | None, width: int) -> str:
+    return f"{'n/a':>{width}}" if value is None else f"{value:>{width}.2f}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,10 +258,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pg-url", default=None)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    from benchmarks.pg_server import pg_database
+    from benchmarks.pg_server import pg_served
 
-    with tempfile.TemporaryDirectory(prefix="pmw-scale-") as tmp, pg_database(args.pg_url) as url:
-        result = measure(url, args, Path(tmp))
+    with tempfile.TemporaryDirectory(prefix="pmw-scale-") as tmp, pg_served(args.pg_url) as (url, pg_pid):
+        result = measure(url, args, Path(tmp), pg_pid)
     print(json.dumps(result, indent=2) if args.json else report(result))
     return 0
 
