@@ -3,8 +3,9 @@ bounds it (a 2-core machine running workers, PostgreSQL and the PDPs is full at 
 
 :func:`tree_cpu_s` counts a process, the children it has reaped (``cutime``/``cstime``: a PostgreSQL
 postmaster reaps its backends) and the descendants still alive. A descendant that ends between the two
-reads of one sample is counted in neither or in both: an error of one short-lived process's time, small
-beside a round of a benchmark. Not available off Linux: :func:`available` says so."""
+reads of one sample (its parent read before it was reaped, itself gone when read) is counted in neither:
+an error of one short-lived process's time, small beside a round of a benchmark. Not available off Linux:
+:func:`available` says so."""
 
 from __future__ import annotations
 

@@ -146,14 +146,16 @@ class Servers:
     """The processes a round's CPU is counted in besides the workers: the PostgreSQL server (when the
     script started it: its postmaster's tree) and the PDPs."""
 
-    def __init__(self, pg_pid: int | None, pdp_pids: list[int]) -> None:
-        self.pg_pid, self.pdp_pids = pg_pid, pdp_pids
+    def __init__(self, pg_pid: int | None, pdps: list[Any]) -> None:
+        self.pg_pid, self.pdps = pg_pid, pdps
 
     def cpu_s(self) -> dict[str, float | None]:
+        """The CPU seconds so far; the PDPs' PIDs read at each call (a PDP restarted meanwhile is counted
+        from its restart)."""
         if not cpu_time.available():
             return {"postgres": None, "pdps": None}
         return {"postgres": None if self.pg_pid is None else cpu_time.tree_cpu_s([self.pg_pid]),
-                "pdps": cpu_time.tree_cpu_s(self.pdp_pids)}
+                "pdps": cpu_time.tree_cpu_s([pid for p in self.pdps if (pid := p.pid) is not None])}
 
 
 def cpu_bound(rows: list[dict[str, Any]], cores: int) -> None:
@@ -202,7 +204,7 @@ def measure(url: str, args: argparse.Namespace, tmp: Path, pg_pid: int | None = 
                 world.register_agent(a, a, "worker", f"t-{a}")
                 world.activate_session(f"term:t-{a}")
                 world.grant("gov", a, capabilities=["state.write"])
-            servers = Servers(pg_pid, [pid for p in pdps if (pid := p.pid) is not None])
+            servers = Servers(pg_pid, pdps)
             rows = [_round(url, addresses, world, agents, k, args.wakes, f"k{k}", servers) for k in args.workers]
             receipts = _receipts_per_wake(world, agents)
             queued = len(args.workers) * args.wakes

@@ -162,8 +162,8 @@ class Reader:
     @contextmanager
     def within(self, cursor: Any) -> Iterator[None]:
         """Within this block (in this thread), the reads on the driver cursor (:meth:`get`,
-        :meth:`principal_inputs`, :meth:`current_policy_epoch`, the projection's sections) run on the
-        connection of ``cursor``, an open write transaction, and see its uncommitted rows: what a decision
+        :meth:`principal_inputs`, :meth:`current_policy_epoch`, :meth:`events`, the projection's sections) run on
+        the connection of ``cursor``, an open write transaction, and see its uncommitted rows: what a decision
         taken inside a write transaction reads (the gateway's claim: :func:`store.gateway.claim_wake`). On a
         SQLite file the thread's reads and writes share one connection, so a read there could not begin a
         transaction of its own. The block does not nest."""
@@ -185,8 +185,8 @@ class Reader:
     def snapshot(self) -> Iterator[None]:
         """Within this block (in this thread), every read on the driver cursor (:meth:`get`,
         :meth:`principal_inputs`, :meth:`current_policy_epoch`, :meth:`last_seq`,
-        :meth:`topology_version`, :meth:`active_rooms_of`, the projection's sections) runs in ONE read
-        transaction: one consistent view (a SQLite WAL snapshot; REPEATABLE READ on PostgreSQL) and one
+        :meth:`topology_version`, :meth:`active_rooms_of`, :meth:`events`, the projection's sections) runs in ONE
+        read transaction: one consistent view (a SQLite WAL snapshot; REPEATABLE READ on PostgreSQL) and one
         BEGIN for the lot. Inside :meth:`within` (an open write transaction) the reads already share one,
         so the block adds nothing; nor on an in-memory SQLite database (one connection that every read of
         the query builder shares too: each read stays a transaction of its own there). Nothing may write

@@ -66,7 +66,8 @@ def test_a_sleeping_process_costs_nothing_and_a_gone_one_is_skipped() -> None:
         assert cpu_time.tree_cpu_s([sleeper.pid]) - before < 0.1
     finally:
         _stop(sleeper)
-    assert cpu_time.tree_cpu_s([sleeper.pid]) == 0.0
+    gone = cpu_time.tree_cpu_s([sleeper.pid])
+    assert gone == 0.0 or os.path.exists(f"/proc/{sleeper.pid}")  # unless its PID was reused meanwhile
 
 
 def _row(workers: int, rate: float, cpu: dict[str, float | None]) -> dict[str, object]:
