@@ -2,8 +2,8 @@
 bounds it (a 2-core machine running workers, PostgreSQL and the PDPs is full at 2 CPU seconds per second).
 
 :func:`tree_cpu_s` counts a process, the children it has reaped (``cutime``/``cstime``: a PostgreSQL
-postmaster reaps its backends) and the descendants still alive. A descendant that ends between the two
-reads of one sample (its parent read before it was reaped, itself gone when read) is counted in neither:
+postmaster reaps its backends) and the descendants still alive. A descendant that ends during the one pass
+over ``/proc`` of a sample (its parent read before it was reaped, itself gone when read) is counted in neither:
 an error of one short-lived process's time, small beside a round of a benchmark. Not available off Linux:
 :func:`available` says so."""
 
@@ -33,30 +33,29 @@ def _stat(pid: int) -> tuple[int, float, float] | None:
     return ppid, (utime + stime) * _TICK_S, (cutime + cstime) * _TICK_S
 
 
-def _parents() -> dict[int, int]:
-    found: dict[int, int] = {}
+def _every_stat() -> dict[int, tuple[int, float, float]]:
+    """:func:`_stat` of every process, in one pass over ``/proc``."""
+    found: dict[int, tuple[int, float, float]] = {}
     for entry in _PROC.iterdir():
         if entry.name.isdigit() and (st := _stat(int(entry.name))) is not None:
-            found[int(entry.name)] = st[0]
+            found[int(entry.name)] = st
     return found
 
 
 def tree_cpu_s(roots: Iterable[int]) -> float:
     """CPU seconds (user + system) used so far by each root, its reaped children and its live descendants."""
-    parents = _parents()
+    stats = _every_stat()
     children: dict[int, list[int]] = {}
-    for pid, ppid in parents.items():
+    for pid, (ppid, _own, _reaped) in stats.items():
         children.setdefault(ppid, []).append(pid)
     total, todo, seen = 0.0, list(roots), set[int]()
     while todo:  # bounded: each pid once, and /proc lists finitely many
         pid = todo.pop()
-        if pid in seen:
+        if pid in seen or pid not in stats:
             continue
         seen.add(pid)
-        st = _stat(pid)
-        if st is None:
-            continue
-        total += st[1] + st[2]
+        _ppid, own, reaped = stats[pid]
+        total += own + reaped
         todo.extend(children.get(pid, ()))
     return total
 

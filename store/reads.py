@@ -317,7 +317,7 @@ class Reader:
             names = [f'"{c.name}"' for c in t.columns]
             where = " AND ".join(f'"{k}" = {placeholder(self._db.dialect, k)}' for k in keys)
             sql = f'SELECT {", ".join(names)} FROM "{t.name}" WHERE {where}'
-            cached = (sql, RowDecoder.of(t, self._db.dialect))
+            cached = (sql, _decoders(t.name, self._db.dialect))
             self._gets[(table, keys)] = cached
         return cached
 
@@ -572,7 +572,7 @@ class Reader:
             constants = {k: processors.pop(k)(v) if k in processors and k not in values else v
                          for k, v in compiled.params.items()}
             cached = (str(compiled), constants, processors,
-                      RowDecoder.of(t, self._db.dialect))
+                      _decoders(t.name, self._db.dialect))
             with self._sections_lock:
                 self._sections[key] = cached
                 while len(self._sections) > SECTION_SQL_CAPACITY:
@@ -687,10 +687,9 @@ _DRIVER_QUERIES: dict[str, Any] = {
     "topology_version": select(func.coalesce(func.max(topology_versions.c.version), 0)),
     "active_rooms_of": select(room_members.c.room_id).where(
         room_members.c.agent_id == bindparam("agent_id", type_=String), room_members.c.active.is_(True)),
-    "events_after": select(events).where(events.c.seq > bindparam("after_seq", type_=BigInteger))
-    .order_by(events.c.seq).limit(bindparam("limit", type_=BigInteger)),
-    "events_newest": select(events).where(events.c.seq > bindparam("after_seq", type_=BigInteger))
-    .order_by(events.c.seq.desc()).limit(bindparam("limit", type_=BigInteger)),
+    **{name: select(events).where(events.c.seq > bindparam("after_seq", type_=BigInteger))
+       .order_by(order).limit(bindparam("limit", type_=BigInteger))
+       for name, order in (("events_after", events.c.seq), ("events_newest", events.c.seq.desc()))},
 }
 _NO_LIMIT = 1 << 62  # a LIMIT every log meets first (an unbound LIMIT would need other SQL per dialect)
 
