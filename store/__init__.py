@@ -62,11 +62,17 @@ class Door:
         """This door's store's :meth:`Store.fenced`: commits through it inside the block are checked."""
         return self._store.fenced(fence)
 
-    def commit_many(self, requests: list[WriteRequest], decide: BatchDecider | None = None) -> list[CommitOutcome]:
+    def commit_many(self, requests: list[WriteRequest], decide: BatchDecider | None = None, *,
+                    runtime_writes: int = 0) -> list[CommitOutcome]:
         """Several requests in one transaction, all or nothing, ``decide``'s reads inside it: see
-        :func:`store.gateway.commit_many`."""
-        return commit_many(self._store._db, requests, self._store._hooks, undecided_ok=self._undecided_ok,
-                           decide=decide, within=self._store.read.within)
+        :func:`store.gateway.commit_many`. ``runtime_writes``: the first that many requests are the runtime's
+        own, undecided; only the runtime's door takes them (``RuntimeError`` through the decided door: a
+        programming error, nothing written)."""
+        if runtime_writes and not self._undecided_ok:
+            raise RuntimeError("only the runtime's door commits the runtime's own writes")
+        return commit_many(self._store._db, requests, self._store._hooks, undecided_ok=False if runtime_writes
+                           else self._undecided_ok, decide=decide, within=self._store.read.within,
+                           runtime_writes=runtime_writes)
 
     def claim_wake(self, claim: WakeClaim, decide: ClaimDecider) -> CommitOutcome | None:
         """Lease the next due wake, decide it and append its event in one transaction (``None``: none due):

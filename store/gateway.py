@@ -482,8 +482,10 @@ def _known_operations(cur: Any, dialect: str, op_ids: list[str]) -> dict[str, tu
     return out
 
 
-def _apply_many(tx: _Tx, requests: list[WriteRequest], *, undecided_ok: bool) -> list[CommitOutcome]:
-    """Every request of a batch on one transaction (see :func:`commit_many`); the fences checked already."""
+def _apply_many(tx: _Tx, requests: list[WriteRequest], *, undecided_ok: bool,
+                runtime_writes: int = 0) -> list[CommitOutcome]:
+    """Every request of a batch on one transaction (see :func:`commit_many`); the fences checked already. The
+    first ``runtime_writes`` requests may carry no decision (``undecided_ok`` is for the whole batch)."""
     known = _known_operations(tx.cur, tx.dialect, [r.op_id for r in requests])
     outcomes: list[CommitOutcome] = []
     fresh: list[tuple[int, WriteRequest, list[Insert | Update]]] = []
@@ -495,7 +497,7 @@ def _apply_many(tx: _Tx, requests: list[WriteRequest], *, undecided_ok: bool) ->
             outcomes.append(CommitOutcome(result=result, event_id=event_id, replayed=True))
             continue
         try:
-            tx.check_epoch(request, undecided_ok=undecided_ok)
+            tx.check_epoch(request, undecided_ok=undecided_ok or index < runtime_writes)
         except PMWError as exc:
             raise BatchRefused(index, exc) from exc
         fresh.append((index, request, [*request.changes, *(_provenance_row(request, e) for e in request.provenance)]))
@@ -517,7 +519,7 @@ def _apply_many(tx: _Tx, requests: list[WriteRequest], *, undecided_ok: bool) ->
 
 def commit_many(db: Database, requests: list[WriteRequest], hooks: tuple[CommitHook, ...] = (), *,
                 undecided_ok: bool = False, decide: BatchDecider | None = None,
-                within: ReadsWithin | None = None) -> list[CommitOutcome]:
+                within: ReadsWithin | None = None, runtime_writes: int = 0) -> list[CommitOutcome]:
     """Apply several requests in ONE transaction, all or nothing, in order: each is still its own event with
     its operation id, its epoch check and its ledger entry, exactly as :func:`commit` would write it.
 
@@ -530,7 +532,12 @@ def commit_many(db: Database, requests: list[WriteRequest], hooks: tuple[CommitH
     (``replayed``) and writes nothing; the others are written. Any refusal of one request
     (:class:`BatchRefused`, naming the request and its error) rolls back the whole batch: nothing is written.
     ``StoreUnavailable`` and ``InvalidInput`` (a value no column holds) likewise leave nothing written.
-    Returns one outcome per request, in order. Hooks run after commit for each request written."""
+    Returns one outcome per request, in order. Hooks run after commit for each request written.
+
+    ``runtime_writes``: the first that many requests are the runtime's own bookkeeping and may carry no
+    decision (e.g. a worker's decision record committed with the decision's effects); the caller is the
+    runtime's door, which says so for these only: every later request must be decided (``decide`` sets their
+    epoch) unless ``undecided_ok``."""
     if not requests:
         return []
     for attempt in range(2):
@@ -542,7 +549,8 @@ def commit_many(db: Database, requests: list[WriteRequest], hooks: tuple[CommitH
                         decided = decide(list(requests))
                 else:
                     decided = list(requests)
-                outcomes = _apply_many(_Tx(db, cur), decided, undecided_ok=undecided_ok)
+                outcomes = _apply_many(_Tx(db, cur), decided, undecided_ok=undecided_ok,
+                                       runtime_writes=runtime_writes)
             break
         except _DuplicateOperationError:  # a concurrent twin took an operation id after our look-up
             if attempt == 1:

@@ -174,6 +174,12 @@ class AgentDecision(Model):
 
 
 class AgentAdapter(Protocol):
+    """Decides for a wake. An adapter may say ``record_first = False`` (default ``True``): asking it again
+    for the same wake costs nothing and nothing outside the world remembers the first answer, so the worker
+    records its decision in the transaction that commits the decision's effects instead of in a commit of its
+    own before them (one transaction fewer a cycle; after a crash before that commit the agent is asked
+    again). An LLM (cost, a possibly different answer) and a human's queue (an instruction taken) keep it."""
+
     def run(self, agent_state: Agent, world_view: WorldView, event: Wake) -> AgentDecision: ...
 
 
@@ -181,10 +187,15 @@ Rule = Callable[[Agent, WorldView, Wake], AgentDecision | None]
 
 
 class RuleAgent:
-    """A scripted agent: the first rule that returns a decision wins; none matching means NO_ACTION."""
+    """A scripted agent: the first rule that returns a decision wins; none matching means NO_ACTION.
 
-    def __init__(self, rules: Sequence[Rule]) -> None:
+    Rules are functions of (agent, view, wake), so by default the agent may be asked again after a crash
+    (``record_first = False``, :class:`AgentAdapter`); rules that remember their calls, or must not run twice
+    for a wake, pass ``record_first=True``."""
+
+    def __init__(self, rules: Sequence[Rule], *, record_first: bool = False) -> None:
         self.rules = list(rules)
+        self.record_first = record_first
 
     def run(self, agent_state: Agent, world_view: WorldView, event: Wake) -> AgentDecision:
         for rule in self.rules:

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -28,6 +29,7 @@ import orjson
 from engine.errors import (
     ConflictError,
     InvalidInput,
+    OperationConflict,
     PMWError,
     PolicyDenied,
     PolicyEpochChanged,
@@ -43,10 +45,10 @@ from engine.models.wakes import Wake
 from engine.protocol.adapters import AgentAdapter, AgentDecision, Effect
 from engine.world import Cause, World
 from engine.world.book import RuntimeBook
-from engine.world.core import PlannedDenied
+from engine.world.core import PlannedBatch, PlannedDenied
 from engine.world.projection import WorldView
 from engine.world.read_set import ReadSetFence, projection_fence, world_key
-from store import BatchRefused, CommitOutcome, WakeFence
+from store import BatchRefused, CommitOutcome, WakeFence, WriteRequest
 
 DEFAULT_LEASE_S = 30.0
 _REF = re.compile(ID_PATTERN)
@@ -91,6 +93,24 @@ class Cycle:
     wake: Wake
     decision: AgentDecision | None
     receipt: Receipt
+
+
+@dataclass
+class _Planned:
+    """A decision's effects and ack as :meth:`WakeProtocol._plan` planned them in a read transaction: the batch
+    to commit, or the ack to run instead (no action, or a refusal met while planning)."""
+
+    wake: Wake
+    decided: AgentDecision
+    started: int
+    shown: Shown
+    read_fence: ReadSetFence | None = None
+    verdicts: list[EffectVerdict] = field(default_factory=list)
+    spans: list[tuple[int, int]] = field(default_factory=list)  # the batch's writes of each effect
+    batch: PlannedBatch | None = None
+    finished: Cycle | None = None  # the ack as planned: its receipt is what the commit writes
+    ack: Callable[[], Cycle] | None = None
+    crash: bool = False  # crash_before_ack: the batch has the effects only
 
 
 @dataclass(frozen=True)
@@ -149,13 +169,9 @@ class WakeProtocol:
         written) unless ``wake`` is still claimed by this worker under the same claim (``wake.attempts``)
         with its lease running, checked in the commit's own transaction (:mod:`store.fences`)."""
         with self._fenced(wake):
-            try:  # the part of the projection the decision says it rests on (``decided.reads``)
-                read_fence = shown.fence_for(decided.reads if decided.effects else [])
-            except InvalidInput as bad:
-                verdicts = [EffectVerdict(e.effect) for e in decided.effects]
-                return self._refused(wake, decided, verdicts, 0, Outcome.FAILED, bad.message, started, shown,
-                                     whole=True)
-            return self._act(wake, agent_id, decided, started, shown, read_fence)
+            with self.world.reading():  # the plan's reads: one read transaction
+                planned = self._plan(wake, agent_id, decided, started, shown)
+            return self._carry(planned)
 
     def _fenced(self, wake: Wake) -> AbstractContextManager[None]:
         """This thread's commits refused unless ``wake``'s claim (this worker, its attempt) still holds."""
@@ -165,34 +181,50 @@ class WakeProtocol:
         """What ``view`` showed, its read token signed with this world's key (valid in every process)."""
         return Shown.of(view, key=world_key(self.book.store.read))
 
-    def _commit_effects(self, wake: Wake, batch: Any, read_fence: ReadSetFence | None) -> list[Any]:
+    def _commit_effects(self, wake: Wake, batch: PlannedBatch, read_fence: ReadSetFence | None,
+                        record: WriteRequest | None) -> list[CommitOutcome]:
         """Commit the planned effects and ack of ``wake`` under ``read_fence`` (the part of the projection the
         decision rests on; ``None``: none): ``StaleRead`` if any key of it changed since, nothing written. A
         retry whose effects are already in the ledger (its worker died after committing them, before its ack)
-        only replays them: it commits without the read set, which its own effects may have moved on."""
+        only replays them: it commits without the read set, which its own effects may have moved on.
+        ``record``: the decision's record (``book.plan_decision``), committed first in the same transaction;
+        the outcomes returned are the batch's."""
+        def commit() -> list[CommitOutcome]:
+            if record is None:
+                return self.world.commit_planned(batch)
+            return self.book.commit_decided(record, batch)[1:]
         if read_fence is None:
-            return self.world.commit_planned(batch)
+            return commit()
         try:
             with self.book.store.fenced(read_fence):
-                return self.world.commit_planned(batch)
+                return commit()
         except StaleRead:
             if self.book.store.operation(f"{wake.wake_id}:0") is None:
                 raise
-            return self.world.commit_planned(batch)
+            return commit()
 
-    def _act(self, wake: Wake, agent_id: str, decided: AgentDecision, started: int, shown: Shown,
-             read_fence: ReadSetFence | None) -> Cycle:
+    def _plan(self, wake: Wake, agent_id: str, decided: AgentDecision, started: int, shown: Shown) -> _Planned:
+        """Plan ``decided``'s effects and the ack as ``agent_id`` (inside the caller's read transaction):
+        nothing is written here; :meth:`_carry` commits the plan (or acks a refusal) after the transaction."""
+        planned = _Planned(wake, decided, started, shown)
+        try:  # the part of the projection the decision says it rests on (``decided.reads``)
+            planned.read_fence = shown.fence_for(decided.reads if decided.effects else [])
+        except InvalidInput as bad:
+            why = bad.message
+            planned.verdicts = [EffectVerdict(e.effect) for e in decided.effects]
+            planned.ack = lambda: self._refused(wake, decided, planned.verdicts, 0, Outcome.FAILED, why, started,
+                                                shown, whole=True)
+            return planned
         if decided.decision is Decision.NO_ACTION or not decided.effects:
-            return self._finish(wake, decided, Outcome.NO_ACTION, decided.reason, started, shown=shown)
-        verdicts = [EffectVerdict(e.effect) for e in decided.effects]
+            planned.ack = lambda: self._finish(wake, decided, Outcome.NO_ACTION, decided.reason, started, shown=shown)
+            return planned
+        verdicts = planned.verdicts = [EffectVerdict(e.effect) for e in decided.effects]
         chain = wake.payload.get("chain")
         cause = Cause(causation_id=wake.cause_event_id,
                       correlation_id=chain if isinstance(chain, str) and chain else wake.wake_id)
         refs: list[str] = []
-        spans: list[tuple[int, int]] = []  # the batch's writes of each effect
         refusal: tuple[int, PMWError] | None = None
-        finished: Cycle | None = None  # the ack as planned: its receipt is what the commit writes
-        with self.world.reading(), self.world.planning() as batch:  # the plan's reads: one read transaction
+        with self.world.planning() as batch:
             for index, effect in enumerate(decided.effects):
                 op_id = f"{wake.wake_id}:{index}"
                 first = len(batch)
@@ -203,26 +235,43 @@ class WakeProtocol:
                 except PMWError as exc:
                     refusal = (index, exc)
                     break
-                spans.append((first, len(batch)))
+                planned.spans.append((first, len(batch)))
                 verdicts[index].verdict = "planned"
                 refs.append(ref if _REF.match(ref) else op_id)  # e.g. a state key with "/": its operation
-            crash = self.crash_before_ack > 0
-            if refusal is None and not crash:
+            planned.crash = self.crash_before_ack > 0
+            if refusal is None and not planned.crash:
                 if self.crash_before_commit > 0:
                     self.crash_before_commit -= 1
                     raise SimulatedCrash(f"{self.worker_id} crashed before committing {wake.wake_id}")
                 for v in verdicts:
                     v.verdict = "committed"
-                finished = self._finish(wake, decided, Outcome.ACTED, decided.reason, started, refs, shown, verdicts)
+                planned.finished = self._finish(wake, decided, Outcome.ACTED, decided.reason, started, refs, shown,
+                                                verdicts)
         if refusal is not None:  # planning refused an effect: the batch is dropped, the wake acked alone
             index, error = refusal
-            return self._refused(wake, decided, verdicts, index, _outcome_of(error), error.message, started, shown)
+            planned.ack = lambda: self._refused(wake, decided, verdicts, index, _outcome_of(error), error.message,
+                                                started, shown)
+        else:
+            planned.batch = batch
+        return planned
+
+    def _carry(self, planned: _Planned, record: WriteRequest | None = None) -> Cycle:
+        """Commit what :meth:`_plan` planned (after its read transaction), with ``record`` (the decision's
+        record, ``book.plan_decision``) first in the same transaction; or ack the refusal the plan or the
+        commit met (the record committed with that ack)."""
+        wake, decided, started, shown, verdicts = (planned.wake, planned.decided, planned.started, planned.shown,
+                                                   planned.verdicts)
+        if planned.batch is None:
+            assert planned.ack is not None, "a plan without a batch acks"
+            return self._acked(planned.ack, record)
         try:
-            outcomes = self._commit_effects(wake, batch, read_fence)
+            outcomes = self._commit_effects(wake, planned.batch, planned.read_fence, record)
         except StaleRead as stale:  # another writer moved what the decision read: no effect committed
-            return self._refused(wake, decided, verdicts, 0, Outcome.CONFLICT, stale.message, started, shown,
-                                 whole=True)
+            why = stale.message
+            return self._acked(lambda: self._refused(wake, decided, verdicts, 0, Outcome.CONFLICT, why, started,
+                                                     shown, whole=True), record)
         except PlannedDenied as denied:
+            spans = planned.spans
             for index, (lo, hi) in enumerate(spans):
                 found = next((denied.denied[n] for n in range(lo, hi) if n in denied.denied), None)
                 verdicts[index].verdict, verdicts[index].reason = ("denied", found.message) if found else (
@@ -231,18 +280,28 @@ class WakeProtocol:
             if ack_denied:
                 raise ack_denied[0] from denied  # the ack itself is denied (as a single ack would be)
             index = next(i for i, v in enumerate(verdicts) if v.verdict == "denied")
-            return self._refused(wake, decided, verdicts, index, Outcome.DENIED, verdicts[index].reason or "",
-                                 started, shown)
+            return self._acked(lambda: self._refused(wake, decided, verdicts, index, Outcome.DENIED,
+                                                     verdicts[index].reason or "", started, shown), record)
         except BatchRefused as refused:
-            hit = next((i for i, (lo, hi) in enumerate(spans) if lo <= refused.index < hi), None)
+            hit = next((i for i, (lo, hi) in enumerate(planned.spans) if lo <= refused.index < hi), None)
             if hit is None or isinstance(refused.error, PolicyEpochChanged):
                 raise refused.error from refused  # the ack's own refusal, or a stale epoch: as a single write's
-            return self._refused(wake, decided, verdicts, hit, _outcome_of(refused.error), refused.error.message,
-                                 started, shown)
-        if crash:  # a world left by a worker that committed its effects and died before its ack
+            error = refused.error
+            return self._acked(lambda: self._refused(wake, decided, verdicts, hit, _outcome_of(error), error.message,
+                                                     started, shown), record)
+        if planned.crash:  # a world left by a worker that committed its effects and died before its ack
             self.crash_before_ack -= 1
             raise SimulatedCrash(f"{self.worker_id} crashed before acking {wake.wake_id}")
-        return _committed(finished, outcomes[-1])
+        return _committed(planned.finished, outcomes[-1])
+
+    def _acked(self, ack: Callable[[], Cycle], record: WriteRequest | None) -> Cycle:
+        """Run ``ack`` (an ack of the wake alone); with ``record``, planned and committed after it in ONE
+        transaction (the decision's record first)."""
+        if record is None:
+            return ack()
+        with self.world.reading(), self.world.planning() as batch:
+            planned = ack()
+        return _committed(planned, self.book.commit_decided(record, batch)[-1])
 
     def _refused(self, wake: Wake, decided: AgentDecision, verdicts: list[EffectVerdict], index: int,
                  outcome: Outcome, why: str, started: int, shown: Shown, *, whole: bool = False) -> Cycle:
@@ -353,6 +412,8 @@ class Worker(WakeProtocol):
         if adapter is None:  # a wake leased to this worker some other way (run_wake given any wake)
             with self._fenced(wake):
                 return self._finish(wake, None, Outcome.FAILED, f"no adapter for {wake.target_agent}", started)
+        if not getattr(adapter, "record_first", True):
+            return self._run_at_once(wake, adapter, started)
         try:
             with self.world.reading():  # rehydrate, observe and the ledger: one read transaction
                 agent, view = observe(self.world, wake)
@@ -368,6 +429,36 @@ class Worker(WakeProtocol):
             if first.decision != mine:  # another worker's, if it decided first
                 decided = AgentDecision.model_validate(first.decision)
         return self.act(wake, agent.agent_id, decided, started, self.shown(view))
+
+    def _run_at_once(self, wake: Wake, adapter: AgentAdapter, started: int) -> Cycle:
+        """The cycle of an adapter that may be asked again (``record_first = False``: a rule agent): rehydrate,
+        observe, the ledger, decide and plan in ONE read transaction, then the decision's record, its effects,
+        the receipt, the trace and the ack in ONE write transaction. A crash before that commit leaves nothing
+        of the decision (the retry decides again, on the world as it then is); a retried wake whose decision
+        was recorded by a worker that records first replays it."""
+        with self._fenced(wake):
+            try:
+                with self.world.reading():
+                    agent, view = observe(self.world, wake)
+                    recorded = self.book.recorded_decision(wake.wake_id)
+                    record: WriteRequest | None = None
+                    if recorded is not None:
+                        decided = AgentDecision.model_validate(recorded.decision)
+                    else:
+                        decided = adapter.run(agent, view, wake)                           # decide
+                        record = self.book.plan_decision(self.worker_id, wake.wake_id, agent.agent_id,
+                                                         decided.model_dump(mode="json"))
+                    shown = self.shown(view)
+                    planned = self._plan(wake, agent.agent_id, decided, started, shown)
+            except PolicyDenied as exc:
+                return self._finish(wake, None, Outcome.DENIED, exc.message, started)
+            try:
+                return self._carry(planned, record)
+            except OperationConflict:  # another worker recorded this wake's decision since we read: it stands
+                first = self.book.recorded_decision(wake.wake_id)
+                if first is None:
+                    raise
+        return self.act(wake, agent.agent_id, AgentDecision.model_validate(first.decision), started, shown)
 
 
 def _committed(planned: Cycle | None, ack: CommitOutcome) -> Cycle:

@@ -39,6 +39,7 @@ from engine.sources import Clock, IdSource, RandomIds, SystemClock
 from engine.validation import check_id, invalid_from
 from store import (
     STATE_TABLE_KEYS,
+    BatchRefused,
     Change,
     CommitOutcome,
     Door,
@@ -294,6 +295,13 @@ class WorldCore:
         single write's is). Then the gateway commits every write in that transaction
         (:func:`store.gateway.commit_many`: :class:`store.BatchRefused` names the write that was refused and
         why; nothing was written). ``PolicyUnavailable`` leaves nothing written."""
+        return self._commit_batch(batch, self._door, [])
+
+    def _commit_batch(self, batch: PlannedBatch, door: Door, leading: list[WriteRequest]) -> list[CommitOutcome]:
+        """:meth:`commit_planned` through ``door``, with ``leading`` (the runtime's own undecided writes: only
+        the runtime's door takes them) committed first in the same transaction. Returns the leading writes'
+        outcomes, then the batch's. A refused batch write is ``BatchRefused`` with its index in the batch; a
+        refused leading write raises its own error (e.g. ``OperationConflict``); nothing is written either way."""
         if batch._owner is not self or batch._committed:
             raise InvalidInput("batch", "not an uncommitted batch planned by this world")
         writes = batch._writes
@@ -318,14 +326,21 @@ class WorldCore:
             epoch = next(iter(epochs)) if len(epochs) == 1 else None
             if denied:
                 raise PlannedDenied(denied, epoch)
-            return [dataclasses.replace(r, policy_epoch=epoch) if w.decided else r
-                    for w, r in zip(writes, requests, strict=True)]
+            return [*requests[:ahead], *(dataclasses.replace(r, policy_epoch=epoch) if w.decided else r
+                                         for w, r in zip(writes, requests[ahead:], strict=True))]
 
+        ahead = len(leading)
         try:
-            outcomes = self._door.commit_many([w.request for w in writes], decide)
+            outcomes = door.commit_many([*leading, *(w.request for w in writes)], decide, runtime_writes=ahead)
         except PlannedDenied as refused:  # rolled back: each denial recorded now, its own write
             for n, refusal in sorted(refused.denied.items()):
                 self._record_denial(writes[n].actor, writes[n].command, refusal)
+            raise
+        except BatchRefused as refused:
+            if refused.index < ahead:
+                raise refused.error from refused
+            if ahead:
+                raise BatchRefused(refused.index - ahead, refused.error) from refused
             raise
         batch._committed = True
         return outcomes

@@ -4,10 +4,12 @@ the real PDP. Run with ``-s`` to see the table:
 
     .venv/bin/python -m pytest tests/protocol/test_cycle_counts.py -q -s -p no:cacheprovider
 
-Asserted: a cycle makes exactly three write transactions (the claim; the decision record; the effects, the
-receipt, the trace and the ack, decided inside that transaction) and two read transactions (rehydrate, observe
-and the ledger; the plan of the effects and the ack), and the checks of the effects and of the ack go to the
-PDP in one request.
+Asserted, for a rule agent (``record_first=False``, the default): a cycle makes exactly two write transactions
+(the claim; the decision record, the effects, the receipt, the trace and the ack, decided inside that
+transaction) and one read transaction (rehydrate, observe, the ledger, and the plan of the effects and the
+ack): three in all. For an adapter that records first (``record_first=True``, as an LLM's or a human's): three
+write transactions (the decision record on its own) and two read transactions (the plan after the record).
+The checks of the effects and of the ack go to the PDP in one request either way.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from engine.models.agents import Agent
 from engine.models.receipts import Outcome
@@ -58,8 +62,10 @@ def bump(agent: Agent, view: WorldView, wake: Wake) -> AgentDecision | None:
                                                            value=value + 1)])
 
 
-def test_a_cycle_is_three_write_transactions_and_one_check_for_effects_and_ack(tmp_path: Path,
-                                                                                 pdp_client: CerbosPdp) -> None:
+@pytest.mark.parametrize(("record_first", "writes", "reads"), [(False, 2, 1), (True, 3, 2)],
+                         ids=["at-once", "record-first"])
+def test_a_cycle_is_three_transactions_and_one_check_for_effects_and_ack(
+        tmp_path: Path, pdp_client: CerbosPdp, record_first: bool, writes: int, reads: int) -> None:
     url = f"sqlite:///{tmp_path / 'world.db'}"
     setup = open_pdp_world(url, pdp_client, tmp_path / "art", seed=5)
     add_agent(setup, "src", ["wake.enqueue"])
@@ -74,7 +80,7 @@ def test_a_cycle_is_three_write_transactions_and_one_check_for_effects_and_ack(t
     counted = CountedPdp(pdp_client)
     policy = PdpAuthorizer(counted, store.read)  # type: ignore[arg-type]  # the real client, counted
     book = RuntimeBook(store, policy=policy, clock=ManualClock(), ids=SeededIds(9))
-    worker = Worker(book, "worker-1", {"w": RuleAgent([bump])})
+    worker = Worker(book, "worker-1", {"w": RuleAgent([bump], record_first=record_first)})
     try:
         worker.run_once()  # warm: connections opened, plans remembered
         statements.clear()
@@ -91,11 +97,21 @@ def test_a_cycle_is_three_write_transactions_and_one_check_for_effects_and_ack(t
                 "write_tx": sum(1 for s in mine if s.startswith("BEGIN IMMEDIATE")),
                 "read_tx": sum(1 for s in mine if s.strip() == "BEGIN"),
                 "pdp_check": calls["check"], "pdp_plans": calls["plans"]})
+        ours = [e for e in store.read.events(0) if ":" in str(e["op_id"] or "")]
     finally:
         book.close()
     mean = {k: sum(c[k] for c in per_cycle) / len(per_cycle) for k in per_cycle[0]}
-    print("\nper cycle (one effect, SQLite file, real PDP):",
+    print(f"\nper cycle (one effect, SQLite file, real PDP, record_first={record_first}):",
           ", ".join(f"{k} {v:.1f}" for k, v in mean.items()))
-    assert {c["write_tx"] for c in per_cycle} == {3}  # claim; decision record; effects + receipt + trace + ack
-    assert {c["read_tx"] for c in per_cycle} == {2}  # rehydrate + observe + ledger; the plan of effects and ack
+    # claim; [decision record]; (decision record +) effects + receipt + trace + ack
+    assert {c["write_tx"] for c in per_cycle} == {writes}
+    # rehydrate + observe + ledger (+ decide + the plan of effects and ack); [the plan of effects and ack]
+    assert {c["read_tx"] for c in per_cycle} == {reads}
     assert mean["pdp_check"] >= 1 and mean["statements"] > 0
+    by_wake: dict[str, list[tuple[str, int]]] = {}
+    for e in ours:
+        wake, _, step = str(e["op_id"]).rpartition(":")
+        by_wake.setdefault(wake, []).append((step, int(e["seq"])))
+    assert len(by_wake) == CYCLES
+    for steps in by_wake.values():  # the record comes first, then the effect and the ack
+        assert [step for step, _ in steps] == ["decide", "0", "ack"]
