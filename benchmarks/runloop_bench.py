@@ -14,7 +14,8 @@ from round to round:
 1. **baseline**: the effect alone, ``World.compare_and_set_state`` through the PDP and the gateway,
    ``--wakes`` times: the floor a cycle cannot beat (one decided write);
 2. **worker cycles**: ``--wakes`` wakes queued (untimed), then ``Worker.run_until_idle`` (timed): claim ->
-   rehydrate -> observe -> decide -> record the decision -> act -> ack (receipt + trace);
+   rehydrate -> observe -> decide -> plan -> record the decision, act and ack (receipt + trace) in one commit
+   (a rule agent's cycle, ``record_first=False``: three transactions);
 3. **controller in the loop** (unless ``--no-controller``): one event per agent (``src`` writes a key each
    agent follows), ``InProcessRunner.run_until_quiet``: the controller observes each event, commits its step
    (the wake) and the worker runs it.
@@ -22,13 +23,13 @@ from round to round:
 After the timed part of each of 1 and 2, ``--counted`` more writes / cycles run with the SQL counters on
 (``benchmarks/counters.py``: every statement and transaction the database ran, on the SQLAlchemy path and on
 the driver cursors, and every PDP round trip, counted at the gRPC channel): these give the per-cycle and
-per-write counts. Timed sections run with the SQL counters off (they cost ~3.5 us a statement); the PDP
-counter is always on (it costs nothing measurable) and gives the PDP's share of the timed time. Rates are
-medians over rounds; the cost of a cycle relative to a write is the median of the per-round ratios (the
-baseline of the same round). A warm-up round (untimed) runs first, so that every agent's query plans are
-remembered (the plan memo) before anything is measured.
-
-This is a benchmark, not a test: it never fails on a missed target (PASS/MISS are printed).
+per-write counts (the counted cycles are exactly ``--counted`` ``run_once`` calls: no idle claim among them).
+Timed sections run with the SQL counters off (they cost ~3.5 us a statement); the PDP counter is always on (it
+costs nothing measurable) and gives the PDP's share of the timed time. Rates are medians over rounds; the cost
+of a cycle relative to a write is the median of the per-round ratios (the baseline of the same round). A warm-
+up round (untimed) runs first, so that every agent's query plans are remembered (the plan memo) before
+anything is measured. This is a benchmark, not a test: it never fails on a missed target (PASS/MISS are
+printed).
 """
 
 from __future__ import annotations
@@ -183,9 +184,14 @@ class Cycles:
             self.world.enqueue_wake("gov", self.agents[self.queued % len(self.agents)], "bench", f"k{self.queued}")
             self.queued += 1
 
-    def run(self, n: int) -> Callable[[], int]:
+    def run(self, n: int, *, counted: bool = False) -> Callable[[], int]:
+        """``n`` queued wakes run: timed, until idle (the loop's last, empty claim included); ``counted``,
+        exactly ``n`` cycles (the counts are per cycle, no idle claim among them)."""
         def run() -> int:
-            cycles = self.worker.run_until_idle(max_cycles=n + 1)
+            if counted:
+                cycles = [c for c in (self.worker.run_once() for _ in range(n)) if c is not None]
+            else:
+                cycles = self.worker.run_until_idle(max_cycles=n + 1)
             outcomes = {c.receipt.outcome.value for c in cycles}
             if len(cycles) != n or outcomes != {"acted"}:
                 raise RuntimeError(f"expected {n} acted cycles, got {len(cycles)} with outcomes {sorted(outcomes)}")
@@ -296,7 +302,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 row["worker_pdp_share"] = timed.pdp.in_flight_s / timed.seconds
                 row["worker_pdp_ms_per_cycle"] = 1000 * timed.pdp.in_flight_s / timed.n
                 cycles.enqueue(args.counted)
-                cycle_counted.append(window(work_bench, counter, cycles.run(args.counted), counted=True))
+                cycle_counted.append(window(work_bench, counter, cycles.run(args.counted, counted=True), counted=True))
 
             for step in ((do_baseline, do_cycles) if r % 2 == 0 else (do_cycles, do_baseline)):
                 step()

@@ -23,6 +23,7 @@ from sqlalchemy.exc import DatabaseError
 from engine.errors import SchemaTooNew, StoreUnavailable
 from store.database import Database
 from store.schema import (
+    CLAIM_ORDER_INDEX,
     OPERATIONS_VIEW,
     RECENCY_INDEXES,
     ROOM_EVENTS_INDEX,
@@ -112,6 +113,10 @@ def _runtime_secrets(conn: Connection) -> None:
                  {"n": READ_SET_SECRET, "s": secrets.token_hex(32)})
 
 
+def _claim_order_index(conn: Connection) -> None:
+    CLAIM_ORDER_INDEX.create(conn, checkfirst=True)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema: world tables, events (the operations ledger), snapshots", _initial_schema),
     Migration(2, "policy epochs: the policy set every decision must have been taken under", _policy_epochs),
@@ -131,6 +136,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               _controller_fact_order),
     Migration(11, "runtime secrets: this world's read-set signing key, drawn once (tokens verify in every process)",
               _runtime_secrets),
+    Migration(12, "wakes: the claim's order over pending wakes (a claim stops at the first due one, sorts none)",
+              _claim_order_index),
 )
 
 

@@ -549,6 +549,15 @@ SUBJECT_INDEX_BEFORE_8 = "ix_events_subject"
 ROOM_EVENTS_INDEX = Index("ix_events_room", events.c.subject_id, events.c.seq,
                           sqlite_where=text("subject_kind = 'room'"), postgresql_where=text("subject_kind = 'room'"))
 
+# -- migration 12: the claim's order over pending wakes ---------------------------------------------------
+# The claim leases the most urgent due wake (priority DESC, not_before_us, wake_id). Over (status,
+# not_before_us) that meant reading and sorting every pending wake on every claim: 0.15 ms at 200 pending,
+# 25 ms at 20,000 (SQLite). Over this partial index a claim walks the pending wakes in claim order and stops at
+# the first one due for an agent it serves. Pending wakes only, so an acked wake leaves it (no history in it).
+# Attached to the table, so a new database gets it with migration 1.
+CLAIM_ORDER_INDEX = Index("ix_wakes_claimable", wakes.c.priority.desc(), wakes.c.not_before_us, wakes.c.wake_id,
+                          sqlite_where=text("status = 'pending'"), postgresql_where=text("status = 'pending'"))
+
 # The operations ledger, as a view of the log (each operation appends exactly one event).
 OPERATIONS_VIEW = ("CREATE VIEW IF NOT EXISTS operations AS SELECT op_id, command, request_hash, actor_id, "
                    "result, event_id, seq AS event_seq, created_at_us FROM events")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from engine.errors import IllegalTransition, LeaseHeld, NotFound
@@ -95,3 +97,29 @@ def test_wake_for_an_unknown_agent_is_refused(team: World) -> None:
     with pytest.raises(NotFound):
         team.enqueue_wake("ctl", "ghost", "x", "k")
     assert team.list_wakes() == []
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_claims_take_wakes_in_claim_order_among_pending_and_expired_leases(team: World, clock: ManualClock,
+                                                                           seed: int) -> None:
+    """The claim (one statement: the most urgent pending-and-due wake and the most urgent expired lease, the
+    more urgent of the two) takes wakes in exactly (priority desc, not_before, wake id) order among the due
+    pending wakes and the claimed ones whose lease ran out, for the agents asked; wakes not yet due, leases
+    still running and other agents' wakes are never taken. Seeded mixes, on every backend."""
+    rng = random.Random(f"claim-order/{seed}")
+    now = clock.now_us()
+    for n in range(40):
+        team.enqueue_wake("ctl", rng.choice("ab"), f"c{n}", f"k{seed}-{n}", priority=rng.randint(-2, 2),
+                          not_before_us=now + rng.choice((0, 0, -5, 3_000_000, 90_000_000)))
+    leased = [w for w in (team.claim_wake(f"early-{n}", lease_seconds=rng.choice((1, 60))) for n in range(10)) if w]
+    clock.advance(5)  # the 1-second leases ran out, the 60-second ones run; wakes due within 3 s are due now
+    now = clock.now_us()
+    expected = sorted((w for w in team.list_wakes() if w.target_agent == "a" and (
+        (w.status is WakeStatus.PENDING and w.not_before_us <= now)
+        or (w.status is WakeStatus.CLAIMED and (w.lease_until_us or 0) < now))),
+        key=lambda w: (-w.priority, w.not_before_us, w.wake_id))
+    assert leased and expected
+    taken = [w.wake_id for w in iter(lambda: team.claim_wake("w", agent_ids=["a"]), None)]
+    assert taken == [w.wake_id for w in expected]
+    assert all(w.target_agent != "a" or w.status is not WakeStatus.PENDING or w.not_before_us > now
+               for w in team.list_wakes())

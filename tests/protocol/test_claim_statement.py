@@ -31,6 +31,7 @@ from engine.sources import ManualClock, SeededIds
 from engine.world import World
 from engine.world.book import RuntimeBook
 from store import Store, Update, WakeClaim, WriteRequest
+from store.gateway import CLAIM_LISTED_TARGETS, _claim_sql
 from tests.conftest import REPO, add_agent, book_of, close_world, open_local_world, open_pdp_world
 
 DENY_FORBIDDEN_CLAIMS = '''
@@ -221,3 +222,27 @@ def test_claims_decided_by_the_pdp_on_every_backend(backend: str, tmp_path: Path
             "wake.issued", "wake.issued", "wake.claim", "wake.claim"]
     finally:
         close_world(world)
+
+
+@pytest.mark.parametrize("targets", [None, 3, 40])
+def test_the_claim_walks_pending_wakes_in_claim_order_and_sorts_none_of_them(tmp_path: Path,
+                                                                           targets: int | None) -> None:
+    """On SQLite the pending-and-due candidates are read over the claim's index in claim order (migration 12):
+    the claim stops at the first due one of an agent it serves instead of reading and sorting every pending
+    wake. Only the expired leases (in-flight wakes) and the two candidates are sorted."""
+    store = Store(f"sqlite:///{tmp_path / 'world.db'}")
+    try:
+        store.init(1)
+        params: dict[str, Any] = {"owner": "w", "until": 2, "now": 1}
+        if targets is not None and targets > CLAIM_LISTED_TARGETS:
+            params["targets"] = "[]"
+        elif targets is not None:
+            params.update({f"t{n}": "a" for n in range(targets)})
+        with store.db.read_cursor() as cur:
+            cur.execute(f"EXPLAIN QUERY PLAN {_claim_sql('sqlite', targets)}", params)
+            plan = [str(row[3]) for row in cur.fetchall()]
+    finally:
+        store.close()
+    pending = [p for p in plan if "ix_wakes_claimable" in p]
+    assert pending and all(p.startswith("SCAN w USING INDEX ix_wakes_claimable") for p in pending), plan
+    assert sum("TEMP B-TREE" in p for p in plan) == 2, plan  # the expired leases' branch, the two candidates
