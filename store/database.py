@@ -197,6 +197,10 @@ class Database:
         compilation, and on a SQLite file no pool round trip). Committed on normal exit, rolled back on
         any exception."""
         with self._driver_connection() as raw:
+            if self.dialect == "sqlite" and raw.in_transaction:  # this thread's read block holds the connection
+                raise RuntimeError("a write inside this thread's open read transaction (World.reading(), "
+                                   "Reader.snapshot(); e.g. an adapter that writes while it decides): "
+                                   "nothing may write there")  # a programming error; nothing written
             cur = raw.cursor()
             if self.dialect == "sqlite":
                 cur.execute("BEGIN IMMEDIATE")

@@ -96,12 +96,12 @@ class Cycle:
 
 
 @dataclass
-class _Planned:
+class PlannedAct:
     """A decision's effects and ack as :meth:`WakeProtocol._plan` planned them in a read transaction: the batch
     to commit, or the ack to run instead (no action, or a refusal met while planning)."""
 
     wake: Wake
-    decided: AgentDecision
+    decided: AgentDecision | None  # None: an ack without a decision (``ack``)
     started: int
     shown: Shown
     read_fence: ReadSetFence | None = None
@@ -203,10 +203,10 @@ class WakeProtocol:
                 raise
             return commit()
 
-    def _plan(self, wake: Wake, agent_id: str, decided: AgentDecision, started: int, shown: Shown) -> _Planned:
+    def _plan(self, wake: Wake, agent_id: str, decided: AgentDecision, started: int, shown: Shown) -> PlannedAct:
         """Plan ``decided``'s effects and the ack as ``agent_id`` (inside the caller's read transaction):
         nothing is written here; :meth:`_carry` commits the plan (or acks a refusal) after the transaction."""
-        planned = _Planned(wake, decided, started, shown)
+        planned = PlannedAct(wake, decided, started, shown)
         try:  # the part of the projection the decision says it rests on (``decided.reads``)
             planned.read_fence = shown.fence_for(decided.reads if decided.effects else [])
         except InvalidInput as bad:
@@ -255,7 +255,7 @@ class WakeProtocol:
             planned.batch = batch
         return planned
 
-    def _carry(self, planned: _Planned, record: WriteRequest | None = None) -> Cycle:
+    def _carry(self, planned: PlannedAct, record: WriteRequest | None = None) -> Cycle:
         """Commit what :meth:`_plan` planned (after its read transaction), with ``record`` (the decision's
         record, ``book.plan_decision``) first in the same transaction; or ack the refusal the plan or the
         commit met (the record committed with that ack)."""
@@ -264,6 +264,7 @@ class WakeProtocol:
         if planned.batch is None:
             assert planned.ack is not None, "a plan without a batch acks"
             return self._acked(planned.ack, record)
+        assert decided is not None, "a planned batch carries a decision"
         try:
             outcomes = self._commit_effects(wake, planned.batch, planned.read_fence, record)
         except StaleRead as stale:  # another writer moved what the decision read: no effect committed
@@ -494,4 +495,5 @@ def _retrieved(view: WorldView | None) -> list[str]:
             *(f"artifact:{a.artifact_id}" for a in view.artifacts)]
 
 
-__all__ = ["Cycle", "EffectVerdict", "EpochMoved", "Shown", "SimulatedCrash", "WakeProtocol", "Worker", "observe"]
+__all__ = ["Cycle", "EffectVerdict", "EpochMoved", "PlannedAct", "Shown", "SimulatedCrash", "WakeProtocol", "Worker",
+           "observe"]

@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from engine.errors import InvalidInput, PolicyDenied
+from engine.errors import InvalidInput, OperationConflict, PolicyDenied
 from engine.models.agents import Agent
 from engine.models.receipts import Decision, Outcome
 from engine.models.traces import TraceBody
@@ -49,6 +49,7 @@ from engine.protocol.worker import (
     MAX_TRACE_REFS,
     Cycle,
     EffectVerdict,
+    PlannedAct,
     Shown,
     WakeProtocol,
     Worker,
@@ -58,7 +59,9 @@ from engine.runloop.envelope import DecisionEnvelope, EnvelopeOutcome, Lowered, 
 from engine.runloop.wake_depth import DepthThresholds, WakeDepth, score, signals_of, wake_depth
 from engine.world import Cause
 from engine.world.book import RuntimeBook
+from engine.world.decisions import DecisionRecord
 from engine.world.projection import WorldView
+from store import WriteRequest
 
 
 @dataclass(frozen=True)
@@ -139,19 +142,42 @@ class EnvelopeProtocol(WakeProtocol):
         a deferral's time, the requests of its operation ids), its writes planned with the receipt in the
         wake's one batch, the receipt's ``payload`` adding ``envelope`` (and ``wake_layer``: ``layer``). An
         envelope :meth:`lower` refuses is acked ``failed`` with nothing else written."""
+        with self._fenced(wake):
+            with self.world.reading():  # the plan's reads: one read transaction
+                planned, said = self._plan_envelope(wake, agent_id, envelope, started, shown, layer,
+                                                    self.decided_at(wake.wake_id))
+            return self._carry_said(planned, said)
+
+    def _plan_envelope(self, wake: Wake, agent_id: str, envelope: DecisionEnvelope, started: int, shown: Shown,
+                       layer: dict[str, Any] | None, decided_at: int | None) -> tuple[PlannedAct, _Said | None]:
+        """What :meth:`carry` plans, inside the caller's read transaction (nothing written): the protocol's
+        plan of the decision ``envelope`` lowers to at ``decided_at`` (when it was decided), or the ``failed``
+        ack of an envelope :meth:`lower` refuses; with the account the receipt adds (``None``: the protocol's)."""
         if envelope.legacy and layer is None:
-            return self.act(wake, agent_id, envelope.as_agent_decision(), started, shown)  # today's cycle
+            return self._plan(wake, agent_id, envelope.as_agent_decision(), started, shown), None  # today's cycle
         try:
-            lowered = self.lower(wake, agent_id, envelope, self.decided_at(wake.wake_id))
+            lowered = self.lower(wake, agent_id, envelope, decided_at)
         except InvalidInput as bad:
-            said = _Said(envelope.receipt_decision(), Outcome.FAILED, layer=layer,
-                         envelope={"outcome": envelope.effective.value})
-            return self._ack_only(wake, said, f"envelope refused: {bad.message}", started)
+            why = f"envelope refused: {bad.message}"
+            refused = _Said(envelope.receipt_decision(), Outcome.FAILED, layer=layer,
+                            envelope={"outcome": envelope.effective.value})
+            return PlannedAct(wake, None, started, shown,
+                            ack=lambda: self._finish(wake, None, Outcome.FAILED, why, started)), refused
         said = _Said(lowered.decision, lowered.outcome, None if envelope.legacy else lowered.summary, layer,
                      lowered.roles)
         self._said = said
         try:
-            return self.act(wake, agent_id, lowered.agent_decision(envelope.reason, envelope.reads), started, shown)
+            return self._plan(wake, agent_id, lowered.agent_decision(envelope.reason, envelope.reads), started,
+                              shown), said
+        finally:
+            self._said = None
+
+    def _carry_said(self, planned: PlannedAct, said: _Said | None, record: WriteRequest | None = None) -> Cycle:
+        """The protocol's commit of ``planned`` (with ``record`` first: ``book.plan_decision``), the receipt
+        adding ``said``'s account."""
+        self._said = said
+        try:
+            return self._carry(planned, record)
         finally:
             self._said = None
 
@@ -254,6 +280,8 @@ class EnvelopeWorker(EnvelopeProtocol, Worker):
             layer["checked"] = layer["depth"] == WakeDepth.CHECK.label  # a replay: its check said yes
         if layer is not None:
             layer["reached"] = WakeDepth.FULL.label
+        if not getattr(adapter, "record_first", True):
+            return self._run_at_once(wake, adapter, started, layer, recorded)
         try:
             with self.world.reading():  # rehydrate, observe (and the ledger): one read transaction
                 agent, view = observe(self.world, wake)
@@ -272,6 +300,53 @@ class EnvelopeWorker(EnvelopeProtocol, Worker):
             first = self.book.record_decision(self.worker_id, wake.wake_id, agent.agent_id, envelope.recorded())
             envelope = parse(first.decision)  # another worker's, if it decided first
         return self.carry(wake, agent.agent_id, envelope, started, self.shown(view), layer)
+
+    def _run_at_once(self, wake: Wake, adapter: AgentAdapter, started: int,
+                     layer: dict[str, Any] | None = None, recorded: DecisionRecord | None = None) -> Cycle:
+        """The full run of an adapter that may be asked again (``record_first = False``), as the protocol's
+        (:meth:`Worker._run_at_once`): rehydrate, observe, the ledger, decide, lower and plan in ONE read
+        transaction; the decision's record, the envelope's writes, the receipt, the trace and the ack in ONE
+        write transaction. ``recorded``: the decision a wake with a layer found recorded (a retry) before."""
+        invalid: str | None = None
+        with self._fenced(wake):
+            try:
+                with self.world.reading():
+                    agent, view = observe(self.world, wake)
+                    if layer is None:
+                        recorded = self.book.recorded_decision(wake.wake_id)
+                    record: WriteRequest | None = None
+                    decided_at: int | None = None
+                    if recorded is not None:  # a retry of a wake whose decision was recorded first: replayed
+                        envelope = parse(recorded.decision)
+                        decided_at = self.decided_at(wake.wake_id)
+                    else:
+                        try:
+                            envelope = decide(adapter, agent, view, wake)                    # decide
+                        except InvalidInput as bad:
+                            invalid = f"not a valid decision: {bad.message}"
+                        else:
+                            record = self.book.plan_decision(self.worker_id, wake.wake_id, agent.agent_id,
+                                                             envelope.recorded())
+                            decided_at = record.created_at_us
+                    shown = self.shown(view)
+                    if invalid is None:
+                        planned, said = self._plan_envelope(wake, agent.agent_id, envelope, started, shown, layer,
+                                                            decided_at)
+            except PolicyDenied as exc:
+                return self._finish(wake, None, Outcome.DENIED, exc.message, started)
+            if invalid is not None:
+                why = invalid
+                return self._carry_said(
+                    PlannedAct(wake, None, started, shown, ack=lambda: self._finish(wake, None, Outcome.FAILED, why,
+                                                                                  started)),
+                    _Said(Decision.NO_ACTION, Outcome.FAILED, layer=layer))
+            try:
+                return self._carry_said(planned, said, record)
+            except OperationConflict:  # another worker recorded this wake's decision since we read: it stands
+                first = self.book.recorded_decision(wake.wake_id)
+                if first is None:
+                    raise
+        return self.carry(wake, agent.agent_id, parse(first.decision), started, shown, layer)
 
     def _check(self, wake: Wake, adapter: AgentAdapter, layer: dict[str, Any], started: int) -> Cycle | None:
         """Layer 2: the adapter's cheap check; the wake's receipt if it stops here, ``None`` to go on."""

@@ -3,6 +3,8 @@ PDP. Stale writes conflict, private memory stays private, and a candidate is not
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from engine.errors import PolicyDenied
@@ -54,10 +56,17 @@ def test_mvp04_a_stale_write_ends_in_a_conflict_receipt_and_overwrites_nothing(p
         version, value = entry_of(view, "plan")
         assert isinstance(value, dict)
         seen_by_b.append(version)
-        if len(seen_by_b) == 1:  # while B decides (5 s), another worker runs A's wake to the end
+        if len(seen_by_b) == 1:  # while B decides (5 s), another worker (its own thread) runs A's wake to the end
             clock(pworld).advance(5)
-            pworld.enqueue_wake(GOV, "a", "revise the plan", "revise-a")
-            assert Worker(book_of(pworld), "worker-2", {"a": RuleAgent([a_rule])}).run_once(agent_id="a") is not None
+            ran: list[object] = []
+
+            def other_worker() -> None:
+                pworld.enqueue_wake(GOV, "a", "revise the plan", "revise-a")
+                ran.append(Worker(book_of(pworld), "worker-2", {"a": RuleAgent([a_rule])}).run_once(agent_id="a"))
+            thread = threading.Thread(target=other_worker)
+            thread.start()
+            thread.join(60)
+            assert ran and ran[0] is not None
         return act(SetState(key="plan", expected_version=version, value={**value, "reviewed_by": "b"}))
     runner = runner_for(pworld, {"a": RuleAgent([a_rule]), "b": RuleAgent([b_rule])})
     pworld.compare_and_set_state(GOV, "plan", 0, {"steps": 3})

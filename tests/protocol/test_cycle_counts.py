@@ -29,6 +29,7 @@ from engine.policy.enforcement import PdpAuthorizer
 from engine.policy.model import Decision, PlanFilter, PrincipalRef, ResourceRef
 from engine.protocol.adapters import AgentDecision, RuleAgent, SetState
 from engine.protocol.worker import Worker
+from engine.runloop.worker import EnvelopeWorker
 from engine.sources import ManualClock, SeededIds
 from engine.world.book import RuntimeBook
 from engine.world.projection import WorldView
@@ -62,10 +63,12 @@ def bump(agent: Agent, view: WorldView, wake: Wake) -> AgentDecision | None:
                                                            value=value + 1)])
 
 
+@pytest.mark.parametrize("worker_type", [Worker, EnvelopeWorker], ids=["protocol", "run-loop"])
 @pytest.mark.parametrize(("record_first", "writes", "reads"), [(False, 2, 1), (True, 3, 2)],
                          ids=["at-once", "record-first"])
 def test_a_cycle_is_three_transactions_and_one_check_for_effects_and_ack(
-        tmp_path: Path, pdp_client: CerbosPdp, record_first: bool, writes: int, reads: int) -> None:
+        tmp_path: Path, pdp_client: CerbosPdp, record_first: bool, writes: int, reads: int,
+        worker_type: type[Worker]) -> None:
     url = f"sqlite:///{tmp_path / 'world.db'}"
     setup = open_pdp_world(url, pdp_client, tmp_path / "art", seed=5)
     add_agent(setup, "src", ["wake.enqueue"])
@@ -80,7 +83,7 @@ def test_a_cycle_is_three_transactions_and_one_check_for_effects_and_ack(
     counted = CountedPdp(pdp_client)
     policy = PdpAuthorizer(counted, store.read)  # type: ignore[arg-type]  # the real client, counted
     book = RuntimeBook(store, policy=policy, clock=ManualClock(), ids=SeededIds(9))
-    worker = Worker(book, "worker-1", {"w": RuleAgent([bump], record_first=record_first)})
+    worker = worker_type(book, "worker-1", {"w": RuleAgent([bump], record_first=record_first)})
     try:
         worker.run_once()  # warm: connections opened, plans remembered
         statements.clear()

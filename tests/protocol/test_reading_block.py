@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import PolicyDenied, StoreUnavailable
+from engine.errors import PolicyDenied
 from engine.policy.cerbos_adapter import CerbosPdp
 from engine.policy.enforcement import PdpAuthorizer
 from engine.sources import ManualClock, SeededIds
@@ -99,12 +99,13 @@ def test_a_denial_inside_the_block_is_recorded_when_it_ends(tmp_path: Path, pdp_
 
 
 def test_recording_a_denial_inside_the_read_transaction_would_fail(tmp_path: Path, pdp_client: CerbosPdp) -> None:
-    """The control: the thread's write inside its open read transaction is refused by SQLite (what the hold
-    avoids), so the test above can fail."""
+    """The control: the thread's write inside its open read transaction is refused (what the hold avoids: a
+    ``RuntimeError`` naming the read transaction, before SQLite would refuse its BEGIN), so the test above
+    can fail."""
     world, _ = _traced(tmp_path, pdp_client)
     book = book_of(world)
     try:
-        with world.reading(), pytest.raises(StoreUnavailable, match="within a transaction"):
+        with world.reading(), pytest.raises(RuntimeError, match="inside this thread's open read transaction"):
             book.world.store_memory("alice", "written inside a read", "observation")
         assert book.world.get_agent("alice", actor="alice").agent_id == "alice"  # nothing left open
     finally:
