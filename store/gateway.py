@@ -390,22 +390,30 @@ def _claim_sql(dialect: str, targets: int | None) -> str:
                 else f" AND w.target_agent IN (SELECT value FROM json_each({ph('targets')}))")
     else:
         only = f" AND w.target_agent IN ({', '.join(ph(f't{n}') for n in range(targets))})"
-    lock = " FOR UPDATE OF w SKIP LOCKED" if dialect == "postgresql" else ""
-    order = "ORDER BY priority DESC, not_before_us, wake_id LIMIT 1"
+    lease = (f"UPDATE wakes SET status = 'claimed', lease_owner = {ph('owner')}, lease_until_us = {ph('until')}, "
+             f"attempts = attempts + 1, updated_at_us = {ph('now')}, version = version + 1 ")
+    served = f"w.target_agent IN (SELECT agent_id FROM agents WHERE status <> 'offline'){only}"
+    returning = f"RETURNING {', '.join(c.name for c in wakes.columns)}"
+    if dialect == "postgresql":  # one candidate query, locking only the row it returns (see below)
+        return (f"{lease}WHERE wake_id = (SELECT w.wake_id FROM wakes w "
+                f"WHERE ((w.status = 'pending' AND w.not_before_us <= {ph('now')}) "
+                f"OR (w.status = 'claimed' AND w.lease_until_us < {ph('now')})) AND {served} "
+                f"ORDER BY w.priority DESC, w.not_before_us, w.wake_id LIMIT 1 FOR UPDATE OF w SKIP LOCKED) "
+                f"{returning}")
 
     def first(name: str, source: str, due: str) -> str:  # the most urgent wake of one kind, in claim order
         return (f"SELECT * FROM (SELECT w.wake_id, w.priority, w.not_before_us FROM {source} WHERE {due} "
-                f"AND w.target_agent IN (SELECT agent_id FROM agents WHERE status <> 'offline'){only} "
-                f"ORDER BY w.priority DESC, w.not_before_us, w.wake_id LIMIT 1{lock}) AS {name}")
-    # pending and due, walked in claim order over the claim's index (SQLite's planner, without statistics,
-    # would sort every pending wake instead: named); claimed with the lease run out (few: in flight)
-    pending = first("pending", "wakes w INDEXED BY ix_wakes_claimable" if dialect == "sqlite" else "wakes w",
+                f"AND {served} ORDER BY w.priority DESC, w.not_before_us, w.wake_id LIMIT 1) AS {name}")
+    # SQLite: the more urgent of two candidates: pending and due, walked in claim order over the claim's index
+    # (its planner, without statistics, would sort every pending wake instead: named), and claimed with the
+    # lease run out (few: in flight). PostgreSQL keeps the one query: a candidate per kind there would lock
+    # both (FOR UPDATE in each derived table) until the claim commits, and a concurrent claimer would skip the
+    # one not taken (a due wake left for nobody); SQLite has one writer, so nothing is skipped.
+    pending = first("pending", "wakes w INDEXED BY ix_wakes_claimable",
                     f"w.status = 'pending' AND w.not_before_us <= {ph('now')}")
     expired = first("expired", "wakes w", f"w.status = 'claimed' AND w.lease_until_us < {ph('now')}")
-    return (f"UPDATE wakes SET status = 'claimed', lease_owner = {ph('owner')}, lease_until_us = {ph('until')}, "
-            f"attempts = attempts + 1, updated_at_us = {ph('now')}, version = version + 1 "
-            f"WHERE wake_id = (SELECT wake_id FROM ({pending} UNION ALL {expired}) AS due {order}) "
-            f"RETURNING {', '.join(c.name for c in wakes.columns)}")
+    return (f"{lease}WHERE wake_id = (SELECT wake_id FROM ({pending} UNION ALL {expired}) AS due "
+            f"ORDER BY priority DESC, not_before_us, wake_id LIMIT 1) {returning}")
 
 
 def claim_wake(db: Database, claim: WakeClaim, decide: ClaimDecider, hooks: tuple[CommitHook, ...] = (), *,

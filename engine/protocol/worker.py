@@ -302,7 +302,13 @@ class WakeProtocol:
             return ack()
         with self.world.reading(), self.world.planning() as batch:
             planned = ack()
-        return _committed(planned, self.book.commit_decided(record, batch)[-1])
+        try:
+            outcomes = self.book.commit_decided(record, batch)
+        except BatchRefused as refused:  # the ack's own refusal (a stale epoch ...), as a single ack raises it
+            raise refused.error from refused
+        except PlannedDenied as denied:  # the ack itself denied, as a single ack's denial
+            raise next(iter(denied.denied.values())) from denied
+        return _committed(planned, outcomes[-1])
 
     def _refused(self, wake: Wake, decided: AgentDecision, verdicts: list[EffectVerdict], index: int,
                  outcome: Outcome, why: str, started: int, shown: Shown, *, whole: bool = False) -> Cycle:
@@ -438,9 +444,13 @@ class Worker(WakeProtocol):
         of the decision (the retry decides again, on the world as it then is); a retried wake whose decision
         was recorded by a worker that records first replays it."""
         with self._fenced(wake):
-            try:
-                with self.world.reading():
+            denied: str | None = None
+            with self.world.reading():
+                try:
                     agent, view = observe(self.world, wake)
+                except PolicyDenied as exc:  # it may no longer be rehydrated or observed
+                    denied = exc.message
+                else:
                     recorded = self.book.recorded_decision(wake.wake_id)
                     record: WriteRequest | None = None
                     if recorded is not None:
@@ -451,8 +461,8 @@ class Worker(WakeProtocol):
                                                          decided.model_dump(mode="json"))
                     shown = self.shown(view)
                     planned = self._plan(wake, agent.agent_id, decided, started, shown)
-            except PolicyDenied as exc:
-                return self._finish(wake, None, Outcome.DENIED, exc.message, started)
+            if denied is not None:
+                return self._finish(wake, None, Outcome.DENIED, denied, started)
             try:
                 return self._carry(planned, record)
             except OperationConflict:  # another worker recorded this wake's decision since we read: it stands

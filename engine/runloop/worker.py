@@ -308,10 +308,14 @@ class EnvelopeWorker(EnvelopeProtocol, Worker):
         transaction; the decision's record, the envelope's writes, the receipt, the trace and the ack in ONE
         write transaction. ``recorded``: the decision a wake with a layer found recorded (a retry) before."""
         invalid: str | None = None
+        denied: str | None = None
         with self._fenced(wake):
-            try:
-                with self.world.reading():
+            with self.world.reading():
+                try:
                     agent, view = observe(self.world, wake)
+                except PolicyDenied as exc:  # it may no longer be rehydrated or observed
+                    denied = exc.message
+                else:
                     if layer is None:
                         recorded = self.book.recorded_decision(wake.wake_id)
                     record: WriteRequest | None = None
@@ -332,8 +336,8 @@ class EnvelopeWorker(EnvelopeProtocol, Worker):
                     if invalid is None:
                         planned, said = self._plan_envelope(wake, agent.agent_id, envelope, started, shown, layer,
                                                             decided_at)
-            except PolicyDenied as exc:
-                return self._finish(wake, None, Outcome.DENIED, exc.message, started)
+            if denied is not None:
+                return self._finish(wake, None, Outcome.DENIED, denied, started)
             if invalid is not None:
                 why = invalid
                 return self._carry_said(

@@ -200,6 +200,43 @@ def test_a_claimer_deciding_holds_its_wake_only(backend: str, tmp_path: Path, re
         close_world(world)
 
 
+@pytest.mark.postgres
+def test_a_claimer_deciding_leaves_the_next_due_wake_to_others_of_either_kind(tmp_path: Path, pg_url: str) -> None:
+    """PostgreSQL: while w1 decides on the most urgent wake (pending), w2 takes the next due one at once even
+    when it is of the other kind (a claimed wake whose lease ran out): a claim locks only the row it leases,
+    never a candidate it did not take (which concurrent claimers would skip: a due wake left for nobody)."""
+    clock = ManualClock()
+    world: World = open_local_world(pg_url, tmp_path / "art", clock=clock)
+    try:
+        world.register_agent("a", "A", "worker", "t-a")
+        book = book_of(world)
+        expired = world.enqueue_wake("ctl", "a", "w", "k-expired", priority=1, not_before_us=1).wake.wake_id
+        start = clock.now_us() + 1
+        assert _claim(book, "dead", start, 303) == expired  # leased for 60 s by a worker that then died
+        urgent = world.enqueue_wake("ctl", "a", "w", "k-urgent", priority=9, not_before_us=1).wake.wake_id
+        now = start + 61_000_000
+        other = RuntimeBook(Store(pg_url), policy=LocalScopeRules(), clock=clock, ids=SeededIds(2))
+        decided, deciding = threading.Event(), threading.Event()
+        first: list[str | None] = []
+        holder = threading.Thread(target=lambda: first.append(_claim(book, "w1", now, 101, decided, deciding)))
+        holder.start()
+        try:
+            assert deciding.wait(30)
+            second: list[str | None] = []
+            runner = threading.Thread(target=lambda: second.append(_claim(other, "w2", now, 202)))
+            runner.start()
+            runner.join(timeout=10)
+            assert not runner.is_alive() and second == [expired]
+        finally:
+            decided.set()
+            holder.join(timeout=30)
+        runner.join(timeout=30)
+        assert first == [urgent]
+        other.close()
+    finally:
+        close_world(world)
+
+
 @pytest.mark.parametrize("backend", ["sqlite-memory", "sqlite-file",
                                      pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_claims_decided_by_the_pdp_on_every_backend(backend: str, tmp_path: Path, request: pytest.FixtureRequest,

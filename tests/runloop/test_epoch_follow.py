@@ -97,3 +97,38 @@ def test_without_a_way_to_follow_the_run_ends_typed(two: tuple[Runtime, Runtime]
         runner.run_until_quiet()
     runner.close()
     assert governance.world.list_receipts(agent_id="ann", actor="gov") == []  # nothing half-written
+
+
+@pytest.mark.parametrize("decision", ["no_action", "act"])
+def test_a_reload_while_a_rule_agent_decides_is_followed(two: tuple[Runtime, Runtime], settings: Settings,
+                                                         decision: str) -> None:
+    """At once (a rule agent: the decision's record commits with its effects and ack): another runtime reloads
+    the policy while the agent decides, after the claim. The commit of record and ack (a no-action ack
+    included) is refused as a single write's would be (``PolicyEpochChanged``, nothing written); the runner
+    follows the epoch and runs the wake again: one receipt, the record and the ack under the new epoch."""
+    governance, other = two
+    world = governance.world
+    add_agent(world, "boss", ["wake.enqueue"])
+    add_agent(world, "ann", ["state.write"])
+    reloads: list[str] = []
+
+    def rule(agent, view, wake):  # type: ignore[no-untyped-def]
+        if not reloads:  # the first time: the policy changes elsewhere (another runtime's connection)
+            reloads.append(governance.reload_policies(_changed(settings)).epoch)
+        if decision == "no_action":
+            return AgentDecision(decision=Decision.NO_ACTION, reason="nothing to do")
+        current = next((s.version for s in view.state if s.key == "plan"), 0)
+        return AgentDecision(decision=Decision.ACT, effects=[SetState(key="plan", expected_version=current, value=1)])
+
+    wake = world.enqueue_wake("boss", "ann", "write", "k-1").wake
+    runner = InProcessRunner(other.book, adapters={"ann": RuleAgent([rule])}, controller=False,
+                             follow_policy=other.follow_policy)
+    stats = runner.run_until_quiet()
+    runner.close()
+    assert stats.epoch_changes >= 1 and len(reloads) == 1
+    receipts = world.list_receipts(agent_id="ann", actor="gov")
+    assert len(receipts) == 1 and receipts[0].outcome.value == ("no_action" if decision == "no_action" else "acted")
+    ours = [e for e in world.events(actor="gov", limit=1000) if (e.op_id or "").startswith(f"{wake.wake_id}:")]
+    assert [e.op_id.rpartition(":")[2] for e in ours if e.op_id] == (
+        ["decide", "ack"] if decision == "no_action" else ["decide", "0", "ack"])
+    assert {e.policy_epoch for e in ours[1:]} == {reloads[0]}
