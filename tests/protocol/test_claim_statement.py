@@ -161,6 +161,30 @@ def _claim(book: RuntimeBook, worker: str, now: int, seed: int, decided: threadi
     return None if outcome is None else str(outcome.result["wake_id"])
 
 
+def _claims_while_one_decides(book: RuntimeBook, other: RuntimeBook, now: int, *, wait_s: float
+                              ) -> tuple[list[str | None], list[str | None], bool]:
+    """w1 claims through ``book`` and holds its decision open (its transaction too) while w2 claims through
+    ``other``, given ``wait_s`` before w1 is let go. Returns what each leased and whether w2's claim returned
+    while w1 was still deciding."""
+    decided, deciding = threading.Event(), threading.Event()
+    first: list[str | None] = []
+    second: list[str | None] = []
+    holder = threading.Thread(target=lambda: first.append(_claim(book, "w1", now, 101, decided, deciding)))
+    runner = threading.Thread(target=lambda: second.append(_claim(other, "w2", now, 202)))
+    holder.start()
+    try:
+        assert deciding.wait(30)  # w1 has leased the most urgent wake and is deciding, its transaction open
+        runner.start()
+        runner.join(timeout=wait_s)
+        early = not runner.is_alive()
+    finally:
+        decided.set()
+        holder.join(timeout=30)
+    if runner.ident is not None:
+        runner.join(timeout=30)
+    return first, second, early
+
+
 @pytest.mark.parametrize("backend", ["sqlite-file", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_a_claimer_deciding_holds_its_wake_only(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     url = f"sqlite:///{tmp_path / 'world.db'}" if backend == "sqlite-file" else request.getfixturevalue("pg_url")
@@ -173,24 +197,11 @@ def test_a_claimer_deciding_holds_its_wake_only(backend: str, tmp_path: Path, re
         book = book_of(world)
         now = clock.now_us() + 1
         other = RuntimeBook(Store(url), policy=LocalScopeRules(), clock=clock, ids=SeededIds(2))
-        decided, deciding = threading.Event(), threading.Event()
-        first: list[str | None] = []
-        holder = threading.Thread(target=lambda: first.append(_claim(book, "w1", now, 101, decided, deciding)))
-        holder.start()
-        try:
-            assert deciding.wait(30)  # w1 has leased the most urgent wake and is deciding, its transaction open
-            second: list[str | None] = []
-            runner = threading.Thread(target=lambda: second.append(_claim(other, "w2", now, 202)))
-            runner.start()
-            runner.join(timeout=3)
-            if backend == "postgres":  # SKIP LOCKED: w2 did not wait for w1, and took the next wake
-                assert not runner.is_alive() and second == [wakes[1]]
-            else:  # BEGIN IMMEDIATE: w2 waits for w1's transaction
-                assert runner.is_alive()
-        finally:
-            decided.set()
-            holder.join(timeout=30)
-        runner.join(timeout=30)
+        first, second, early = _claims_while_one_decides(book, other, now, wait_s=3)
+        if backend == "postgres":  # SKIP LOCKED: w2 did not wait for w1, and took the next wake
+            assert early and second == [wakes[1]]
+        else:  # BEGIN IMMEDIATE: w2 waits for w1's transaction
+            assert not early
         assert first == [wakes[0]] and second == [wakes[1]]
         rows = {w: book.store.read.get("wakes", wake_id=w) for w in wakes}
         assert [(r["status"], r["lease_owner"], r["version"]) for r in rows.values() if r is not None] == [
@@ -216,21 +227,8 @@ def test_a_claimer_deciding_leaves_the_next_due_wake_to_others_of_either_kind(tm
         urgent = world.enqueue_wake("ctl", "a", "w", "k-urgent", priority=9, not_before_us=1).wake.wake_id
         now = start + 61_000_000
         other = RuntimeBook(Store(pg_url), policy=LocalScopeRules(), clock=clock, ids=SeededIds(2))
-        decided, deciding = threading.Event(), threading.Event()
-        first: list[str | None] = []
-        holder = threading.Thread(target=lambda: first.append(_claim(book, "w1", now, 101, decided, deciding)))
-        holder.start()
-        try:
-            assert deciding.wait(30)
-            second: list[str | None] = []
-            runner = threading.Thread(target=lambda: second.append(_claim(other, "w2", now, 202)))
-            runner.start()
-            runner.join(timeout=10)
-            assert not runner.is_alive() and second == [expired]
-        finally:
-            decided.set()
-            holder.join(timeout=30)
-        runner.join(timeout=30)
+        first, second, early = _claims_while_one_decides(book, other, now, wait_s=10)
+        assert early and second == [expired]
         assert first == [urgent]
         other.close()
     finally:
